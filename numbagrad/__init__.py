@@ -1,0 +1,28 @@
+"""numbagrad: a deep-learning training framework on NumPy arrays and Numba kernels.
+
+PyTorch's names and semantics wherever PyTorch has the feature::
+
+    import numbagrad as ng
+    x = ng.randn(4, 3, requires_grad=True)
+    y = (x @ x.T).relu().sum()
+    y.backward()
+"""
+__version__ = "0.1.0"
+
+from ._dtype import (float16, half, float32, float64, double, int8, uint8, int16, short,  # noqa: F401
+                     int32, int64, long, bool_, get_default_dtype, set_default_dtype)
+from ._dtype import float as float  # noqa: F401  (ng.float is float32, as torch.float)
+from ._dtype import int as int  # noqa: F401
+from ._dtype import bool_ as bool  # noqa: F401
+from .device import device  # noqa: F401
+from .backend import cpu as _cpu_backend  # noqa: F401  (registers the CPU backend)
+from .tensor import Tensor, _install_operators
+from . import autograd  # noqa: F401
+from .autograd import no_grad, enable_grad, set_grad_enabled, inference_mode, is_grad_enabled  # noqa: F401
+from .random import manual_seed, seed, initial_seed, get_rng_state, set_rng_state, Generator  # noqa: F401
+from .creation import *  # noqa: F401,F403
+from . import ops  # noqa: F401
+from .ops import *  # noqa: F401,F403
+from .ops import max, min, sum, abs, round, pow, all, any  # noqa: F401
+
+_install_operators()

@@ -1,0 +1,320 @@
+"""The graph walk: reverse-mode accumulation without recursion.
+
+``backward`` (1) walks the graph from the roots with an explicit stack and counts, for
+every node, how many edges from other reachable nodes point at it; (2) runs nodes
+from a ready queue, each once all of its consumers have delivered their gradients.
+No Python recursion is involved, so a 10,000-op chain is fine. Unless
+``retain_graph``, each node drops its saved arrays right after its backward ran, so
+the memory of a training step is released while backward is still walking.
+"""
+from ..backend import backend_of
+from .anomaly import _anomaly
+from .function import Function
+
+
+class _HookHandle:
+    __slots__ = ("_hooks", "_hook")
+
+    def __init__(self, hooks, hook):
+        self._hooks, self._hook = hooks, hook
+
+    def remove(self):
+        try:
+            self._hooks.remove(self._hook)
+        except ValueError:
+            pass
+
+
+class _RetainGrad:
+    """The hook ``Tensor.retain_grad`` installs: stores the gradient on the tensor."""
+    __slots__ = ("ref",)
+
+    def __init__(self, ref):
+        self.ref = ref
+
+    def __call__(self, grad):
+        t = self.ref()
+        if t is not None:
+            if t.grad is None:
+                t.grad = _tensor(backend_of(grad.data).copy(grad.data))
+            else:
+                backend_of(t.grad.data).accumulate(t.grad.data, grad.data)
+        return None
+
+
+def _tensor(arr):
+    from .function import _wrap_plain
+    return _wrap_plain(arr)
+
+
+def _run_hooks(hooks, g):
+    for h in list(hooks):
+        r = h(_tensor(g))
+        if r is not None:
+            g = r.data if isinstance(r, Tensor) else r
+    return g
+
+
+def _check_shape(node, i, g, shape, dtype, what):
+    if g.shape != shape:
+        raise RuntimeError(f"{type(node).__name__}.backward returned a gradient of shape "
+                           f"{tuple(g.shape)} for {what} {i}, whose shape is {tuple(shape)}")
+
+
+def _check_finite(node, i, g):
+    if g.dtype.kind == "f" and not backend_of(g).all_finite(g):
+        where = "".join(node._trace[-6:]) if node._trace else "(forward trace not recorded)\n"
+        raise RuntimeError(
+            f"Function '{type(node).__name__}' returned nan or inf values in its {i}th output "
+            f"(gradient of input {i}, shape {tuple(g.shape)}, dtype {g.dtype}).\n"
+            f"The forward call that created this node:\n{where}")
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
+    """Compute gradients of ``tensors`` and accumulate them into leaves' ``.grad``
+    (``numbagrad.autograd.backward``)."""
+    if create_graph:
+        raise NotImplementedError("backward(create_graph=True): higher-order gradients are not "
+                                  "supported yet; numbagrad backward functions work on raw arrays")
+    if isinstance(tensors, Tensor):
+        tensors = (tensors,)
+    if grad_tensors is not None and isinstance(grad_tensors, Tensor):
+        grad_tensors = (grad_tensors,)
+    only = None
+    if inputs is not None:
+        if isinstance(inputs, Tensor):
+            inputs = (inputs,)
+        only = {id(t) for t in inputs}
+    _execute(tensors, grad_tensors, bool(retain_graph), capture=None, only_leaves=only)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         allow_unused=False):
+    """Return the gradients of ``outputs`` with respect to ``inputs`` without touching
+    any ``.grad`` (``numbagrad.autograd.grad``).
+
+    Example
+    -------
+    >>> import numbagrad as ng
+    >>> x = ng.tensor([3.0], requires_grad=True)
+    >>> (g,) = ng.autograd.grad(x * x, [x])
+    >>> g.tolist()
+    [6.0]
+    """
+    if create_graph:
+        raise NotImplementedError("autograd.grad(create_graph=True) is not supported yet")
+    if isinstance(outputs, Tensor):
+        outputs = (outputs,)
+    single = isinstance(inputs, Tensor)
+    if single:
+        inputs = (inputs,)
+    if isinstance(grad_outputs, Tensor):
+        grad_outputs = (grad_outputs,)
+    for t in inputs:
+        if not t.requires_grad:
+            raise RuntimeError("autograd.grad: one of the inputs does not require grad")
+    capture = {}
+    for k, t in enumerate(inputs):
+        key = id(t) if t.grad_fn is None else (id(t.grad_fn), t._out_idx)
+        capture.setdefault(key, []).append(k)
+    results = [None] * len(inputs)
+    _execute(outputs, grad_outputs, bool(retain_graph), capture=(capture, results), only_leaves=set())
+    out = []
+    for k, r in enumerate(results):
+        if r is None and not allow_unused:
+            raise RuntimeError(f"autograd.grad: input {k} was not used in the graph; pass "
+                               "allow_unused=True if this is intended")
+        out.append(None if r is None else _tensor(r))
+    return tuple(out)
+
+
+def _seed(tensors, grad_tensors):
+    seeds = []
+    for k, t in enumerate(tensors):
+        if not t.requires_grad:
+            raise RuntimeError(f"backward: element {k} of tensors does not require grad and does "
+                               "not have a grad_fn")
+        g = None if grad_tensors is None else grad_tensors[k]
+        if g is None:
+            if t.data.size != 1:
+                raise RuntimeError(f"backward: grad can be implicitly created only for scalar "
+                                   f"outputs; got shape {tuple(t.shape)}. Pass gradient=")
+            be = backend_of(t.data)
+            g = be.ones(t.data.shape, t.data.dtype)
+        else:
+            g = g.data if isinstance(g, Tensor) else backend_of(t.data).asarray(g, t.data.dtype)
+            if g.shape != t.data.shape:
+                raise RuntimeError(f"backward: gradient of shape {tuple(g.shape)} does not match the "
+                                   f"tensor's shape {tuple(t.data.shape)}")
+        seeds.append((t, g))
+    return seeds
+
+
+def _execute(tensors, grad_tensors, retain_graph, capture, only_leaves):
+    seeds = _seed(tensors, grad_tensors)
+    anomaly = _anomaly.enabled
+    cap_map, cap_res = capture if capture is not None else (None, None)
+
+    # pending[node] = list of gradient arrays per output; owned[node] = which of them
+    # the engine allocated itself (and so may accumulate into in place).
+    pending = {}
+    owned = {}
+
+    def deliver_leaf(leaf, g):
+        if cap_map is not None:
+            ks = cap_map.get(id(leaf))
+            if ks is not None:
+                for k in ks:
+                    cap_res[k] = g if cap_res[k] is None else backend_of(g).add(cap_res[k], g)
+            return
+        if only_leaves is not None and id(leaf) not in only_leaves:
+            return
+        if leaf._hooks:
+            g = _run_hooks(leaf._hooks, g)
+        if leaf.grad is None:
+            # Copy: g may be shared with another leaf's gradient (a + b hands the same
+            # array to both), and .grad is accumulated into in place later.
+            leaf.grad = _tensor(backend_of(g).copy(g) if g.dtype == leaf.data.dtype
+                                else g.astype(leaf.data.dtype))
+        else:
+            backend_of(g).accumulate(leaf.grad.data, g)
+
+    def deliver(node, idx, g):
+        slots = pending.get(node)
+        if slots is None:
+            n = 1 if node._out_meta is None else len(node._out_meta)
+            slots = pending[node] = [None] * n
+            owned[node] = [False] * n
+        cur = slots[idx]
+        if cur is None:
+            slots[idx] = g
+        elif owned[node][idx]:
+            backend_of(g).accumulate(cur, g)
+        else:
+            slots[idx] = backend_of(g).add(cur, g)
+            owned[node][idx] = True
+
+    # (1) dependency counts over the reachable graph, iteratively.
+    deps = {}
+    roots = []
+    stack = []
+    for t, g in seeds:
+        node = t.grad_fn
+        if node is None:
+            deliver_leaf(t, g)
+            continue
+        deliver(node, t._out_idx, g)
+        if node not in deps:
+            deps[node] = 0
+            roots.append(node)
+            stack.append(node)
+    seen = set(roots)
+    while stack:
+        node = stack.pop()
+        if node._freed and node._saved is None and node.__dict__.get("_ran"):
+            pass
+        for e in node.next_edges:
+            if e is None:
+                continue
+            child = e[0]
+            if isinstance(child, Function):
+                deps[child] = deps.get(child, 0) + 1
+                if child not in seen:
+                    seen.add(child)
+                    stack.append(child)
+
+    # (2) run nodes whose consumers are all done.
+    ready = [n for n in roots if deps[n] == 0]
+    while ready:
+        node = ready.pop()
+        grads = pending.pop(node)
+        owned.pop(node, None)
+        if node._freed:
+            raise RuntimeError(
+                f"{type(node).__name__}: trying to backward through the graph a second time (or to "
+                "read saved tensors after they were freed). Pass retain_graph=True to the first "
+                "backward() if you need to backward twice.")
+        meta = node._out_meta
+        if meta is not None:
+            for i, g in enumerate(grads):
+                if g is None:
+                    shape, dtype = meta[i]
+                    be = _first_backend(grads)
+                    grads[i] = be.zeros(shape, dtype)
+        hooks = node._out_hooks
+        if hooks:
+            for i, hs in hooks.items():
+                if hs:
+                    grads[i] = _run_hooks(hs, grads[i])
+        if cap_map is not None:
+            for i, g in enumerate(grads):
+                ks = cap_map.get((id(node), i))
+                if ks is not None:
+                    for k in ks:
+                        cap_res[k] = g
+        in_grads = node.backward(node, *grads)
+        if type(in_grads) is not tuple:
+            in_grads = (in_grads,)
+        edges = node.next_edges
+        if len(in_grads) < len(edges):
+            raise RuntimeError(f"{type(node).__name__}.backward returned {len(in_grads)} gradients, "
+                               f"but forward had {len(edges)} inputs")
+        if not retain_graph:
+            node._saved = None
+            node._freed = True
+        for i, e in enumerate(edges):
+            if e is None:
+                continue
+            g = in_grads[i]
+            child, idx = e
+            if g is None:
+                if isinstance(child, Function):
+                    deps[child] -= 1
+                    if deps[child] == 0 and child in pending:
+                        ready.append(child)
+                    elif deps[child] == 0:
+                        _drop(child, deps, ready, pending)
+                continue
+            if isinstance(g, Tensor):
+                g = g.data
+            if anomaly:
+                _check_finite(node, i, g)
+            if isinstance(child, Function):
+                shape, dtype = (child._out_meta[idx] if child._out_meta is not None else (None, None))
+                deliver(child, idx, g)
+                deps[child] -= 1
+                if deps[child] == 0:
+                    ready.append(child)
+            else:
+                if g.shape != child.data.shape:
+                    _check_shape(node, i, g, child.data.shape, child.data.dtype, "input")
+                deliver_leaf(child, g)
+
+
+def _drop(node, deps, ready, pending):
+    """A node all of whose consumers returned None: nothing flows through it. Its own
+    inputs' counts still have to go down, iteratively."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        for e in n.next_edges:
+            if e is None or not isinstance(e[0], Function):
+                continue
+            c = e[0]
+            deps[c] -= 1
+            if deps[c] == 0:
+                if c in pending:
+                    ready.append(c)
+                else:
+                    stack.append(c)
+
+
+def _first_backend(grads):
+    for g in grads:
+        if g is not None:
+            return backend_of(g)
+    from ..backend.cpu import CPU_BACKEND
+    return CPU_BACKEND
+
+
+from ..tensor import Tensor  # noqa: E402

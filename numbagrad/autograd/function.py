@@ -1,0 +1,203 @@
+"""``Function``: one differentiable operation, and the graph node that records it.
+
+A subclass defines two static methods:
+
+``forward(ctx, *args)``
+    receives the *backend arrays* of its Tensor arguments (NumPy arrays on the CPU)
+    and every other argument unchanged; returns one array or a tuple of arrays.
+``backward(ctx, *grad_outputs)``
+    receives one gradient array per output and returns one gradient array (or
+    ``None``) per forward argument, shaped like that argument.
+
+Passing arrays rather than Tensors is numbagrad's deliberate difference from
+``torch.autograd.Function``: a forward can hand its inputs straight to an @njit kernel,
+and the graph costs no Tensor wrappers inside backward. The instance ``ctx`` *is* the
+graph node (as in Chainer): ``Function.apply`` creates it, so per-op bookkeeping is one
+object.
+
+Example
+-------
+>>> import numbagrad as ng
+>>> class Cube(ng.autograd.Function):
+...     @staticmethod
+...     def forward(ctx, x):
+...         ctx.save_for_backward(x)
+...         return x * x * x
+...     @staticmethod
+...     def backward(ctx, g):
+...         (x,) = ctx.saved_tensors
+...         return 3 * x * x * g
+>>> x = ng.tensor([2.0], requires_grad=True)
+>>> Cube.apply(x).backward()
+>>> x.grad.tolist()
+[12.0]
+"""
+import traceback
+
+from .grad_mode import _state
+from .anomaly import _anomaly
+
+
+class Function:
+    """Base class of every differentiable op (see the module docstring)."""
+
+    __slots__ = ("next_edges", "needs_input_grad", "_saved", "_out_hooks", "_out_meta",
+                 "_freed", "_trace", "_inputs", "_non_diff", "__dict__", "__weakref__")
+
+    # Index of the input whose storage output 0 views (reshape, transpose, ...), or None.
+    # A view output shares that input's version counter, so in-place writes through
+    # either are seen by the graph.
+    view_of = None
+
+    @staticmethod
+    def forward(ctx, *args):
+        raise NotImplementedError
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        raise NotImplementedError
+
+    # ---- ctx API (used inside forward/backward) ---------------------------------------
+    def save_for_backward(self, *arrays):
+        """Keep arrays (inputs or outputs of forward) for backward.
+
+        Each saved array that belongs to an input or output Tensor is checked against
+        that Tensor's version counter when backward reads it, so a later in-place write
+        raises instead of silently giving a wrong gradient.
+        """
+        self._saved = arrays
+
+    @property
+    def saved_tensors(self):
+        saved = self._saved
+        if saved is None:
+            if self._freed:
+                raise RuntimeError(
+                    f"{type(self).__name__}: trying to backward through the graph a second time "
+                    "(or to read saved tensors after they were freed). Pass retain_graph=True to "
+                    "the first backward() if you need to backward twice.")
+            return ()
+        versions = self.__dict__.get("_saved_versions")
+        if versions:
+            for i, counter, expected in versions:
+                if counter.value != expected:
+                    raise RuntimeError(
+                        f"one of the arrays needed for gradient computation has been modified by an "
+                        f"in-place operation: saved tensor {i} of {type(self).__name__} is at version "
+                        f"{counter.value}; expected version {expected}. Hint: use the out-of-place "
+                        "form of the op, or .clone() the tensor before modifying it.")
+        return saved
+
+    def mark_non_differentiable(self, *arrays):
+        """Declare outputs (e.g. argmax indices) that never receive a gradient."""
+        self._non_diff = arrays
+
+    def set_materialize_grads(self, value):  # PyTorch API compatibility
+        self.__dict__["_materialize"] = bool(value)
+
+    # ---- graph construction ---------------------------------------------------------
+    @classmethod
+    def apply(cls, *args):
+        """Run ``forward`` on ``args`` and, if any input requires grad, record the node."""
+        ctx = cls.__new__(cls)
+        ctx._saved = None
+        ctx._non_diff = ()
+        arrays = []
+        needs = []
+        any_req = False
+        for a in args:
+            if isinstance(a, Tensor):
+                arrays.append(a.data)
+                r = a.requires_grad
+                needs.append(r)
+                any_req = any_req or r
+            else:
+                arrays.append(a)
+                needs.append(False)
+        ctx.needs_input_grad = tuple(needs)
+        out = cls.forward(ctx, *arrays)
+        record = any_req and _state.enabled
+        multi = type(out) is tuple
+        outs = out if multi else (out,)
+        if not record:
+            result = tuple(_wrap_plain(o) for o in outs)
+        else:
+            edges = []
+            for a, r in zip(args, needs):
+                if not r:
+                    edges.append(None)
+                elif a.grad_fn is None:
+                    edges.append((a, -1))
+                else:
+                    edges.append((a.grad_fn, a._out_idx))
+            ctx.next_edges = tuple(edges)
+            ctx._out_hooks = None
+            ctx._freed = False
+            ctx._out_meta = tuple((o.shape, o.dtype) for o in outs) if multi else None
+            ctx._trace = traceback.format_stack()[:-1] if _anomaly.enabled else None
+            non_diff = ctx._non_diff
+            result = []
+            for i, o in enumerate(outs):
+                if not isinstance(o, _ARRAY_TYPES):
+                    o = _as_array(o)
+                if any(o is nd for nd in non_diff) or o.dtype.kind not in "fc":
+                    result.append(_wrap_plain(o))
+                else:
+                    t = Tensor.__new__(Tensor)
+                    t.data = o
+                    t.requires_grad = True
+                    t.grad = None
+                    t.grad_fn = ctx
+                    t._out_idx = i
+                    t._version = _Version()
+                    t._hooks = None
+                    t._base = None
+                    result.append(t)
+            result = tuple(result)
+            if ctx._saved:
+                _record_saved_versions(ctx, args, result)
+        if cls.view_of is not None:
+            base = args[cls.view_of]
+            if isinstance(base, Tensor):
+                v = result[0]
+                v._version = base._version
+                v._base = base if base._base is None else base._base
+        return result if multi else result[0]
+
+    def name(self):
+        return type(self).__name__
+
+    def __repr__(self):
+        return f"<{type(self).__name__}>"
+
+
+def _record_saved_versions(ctx, args, outputs):
+    versions = []
+    for i, s in enumerate(ctx._saved):
+        for t in args:
+            if isinstance(t, Tensor) and t.data is s:
+                versions.append((i, t._version, t._version.value))
+                break
+        else:
+            for t in outputs:
+                if t.data is s:
+                    versions.append((i, t._version, t._version.value))
+                    break
+    if versions:
+        ctx.__dict__["_saved_versions"] = versions
+
+
+def _wrap_plain(o):
+    t = Tensor.__new__(Tensor)
+    t.data = o if isinstance(o, _ARRAY_TYPES) else _as_array(o)
+    t.requires_grad = False
+    t.grad = None
+    t.grad_fn = None
+    t._out_idx = 0
+    t._version = _Version()
+    t._hooks = None
+    t._base = None
+    return t
+
+
+from ..tensor import Tensor, _Version, _ARRAY_TYPES, _as_array  # noqa: E402

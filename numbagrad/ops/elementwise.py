@@ -1,0 +1,453 @@
+"""Elementwise arithmetic, math functions and comparisons.
+
+Binary ops broadcast like NumPy and promote like PyTorch; their backward sums the
+gradient back to each input's shape (``backend.sum_to_shape``).
+"""
+import numpy as np
+
+from ..autograd.function import Function
+from ..backend import backend_of
+from ..tensor import Tensor
+from ._util import be_of, binary_operands, as_tensor_arg
+
+
+def _shape(x):
+    return getattr(x, "shape", ())
+
+
+# ---- binary arithmetic -------------------------------------------------------------------
+class Add(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.shapes = (_shape(a), _shape(b))
+        return be_of(a, b).add(a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        be = backend_of(g)
+        na, nb = ctx.needs_input_grad
+        sa, sb = ctx.shapes
+        return (be.sum_to_shape(g, sa) if na else None,
+                be.sum_to_shape(g, sb) if nb else None)
+
+
+class Sub(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.shapes = (_shape(a), _shape(b))
+        return be_of(a, b).sub(a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        be = backend_of(g)
+        na, nb = ctx.needs_input_grad
+        sa, sb = ctx.shapes
+        return (be.sum_to_shape(g, sa) if na else None,
+                be.neg(be.sum_to_shape(g, sb)) if nb else None)
+
+
+class Mul(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return be_of(a, b).mul(a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        be = backend_of(g)
+        na, nb = ctx.needs_input_grad
+        return (be.sum_to_shape(be.mul(g, b), _shape(a)) if na else None,
+                be.sum_to_shape(be.mul(g, a), _shape(b)) if nb else None)
+
+
+class Div(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return be_of(a, b).div(a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        be = backend_of(g)
+        na, nb = ctx.needs_input_grad
+        ga = gb = None
+        if na:
+            ga = be.sum_to_shape(be.div(g, b), _shape(a))
+        if nb:
+            # d(a/b)/db = -a / b^2
+            gb = be.sum_to_shape(be.neg(be.div(be.mul(g, a), be.mul(b, b))), _shape(b))
+        return ga, gb
+
+
+class Pow(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        be = be_of(a, b)
+        y = be.pow(a, b)
+        ctx.save_for_backward(a, b, y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b, y = ctx.saved_tensors
+        be = backend_of(g)
+        na, nb = ctx.needs_input_grad
+        ga = gb = None
+        if na:
+            # b * a^(b-1); written as b * a^(b-1) (not y*b/a) so that a == 0 is exact.
+            bm1 = be.sub(b, b.dtype.type(1))
+            ga = be.sum_to_shape(be.mul(g, be.mul(b, be.pow(a, bm1))), _shape(a))
+        if nb:
+            # a^b * log(a); PyTorch's convention: 0 where a == 0 and b >= 0.
+            with np.errstate(divide="ignore", invalid="ignore"):
+                la = be.log(a)
+            la = be.where(be.logical_and(be.equal(a, 0), be.greater_equal(b, 0)), 0, la)
+            gb = be.sum_to_shape(be.mul(g, be.mul(y, la)).astype(g.dtype, copy=False), _shape(b))
+        return ga, gb
+
+
+class Maximum(Function):
+    _cmp = "greater"
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return be_of(a, b).maximum(a, b) if ctx._cmp == "greater" else be_of(a, b).minimum(a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        # The gradient goes to the larger input (smaller for Minimum); ties split it evenly,
+        # as PyTorch does.
+        a, b = ctx.saved_tensors
+        be = backend_of(g)
+        cmp = getattr(be, ctx._cmp)
+        wa = be.where(cmp(a, b), 1.0, be.where(be.equal(a, b), 0.5, 0.0)).astype(g.dtype)
+        na, nb = ctx.needs_input_grad
+        return (be.sum_to_shape(be.mul(g, wa), _shape(a)) if na else None,
+                be.sum_to_shape(be.mul(g, 1 - wa), _shape(b)) if nb else None)
+
+
+class Minimum(Maximum):
+    _cmp = "less"
+
+
+class Remainder(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return be_of(a, b).remainder(a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        be = backend_of(g)
+        na, nb = ctx.needs_input_grad
+        return (be.sum_to_shape(g, _shape(a)) if na else None,
+                be.sum_to_shape(be.mul(g, be.neg(be.floor(be.div(a, b)))), _shape(b)) if nb else None)
+
+
+def _binary(fn_cls, opname):
+    def op(a, b):
+        a, b = binary_operands(a, b, opname)
+        return fn_cls.apply(a, b)
+    op.__name__ = opname
+    return op
+
+
+def add(input, other, alpha=1):
+    """``input + alpha * other`` with broadcasting."""
+    if alpha != 1:
+        other = mul(other, alpha)
+    a, b = binary_operands(input, other, "add")
+    return Add.apply(a, b)
+
+
+def sub(input, other, alpha=1):
+    """``input - alpha * other`` with broadcasting."""
+    if alpha != 1:
+        other = mul(other, alpha)
+    a, b = binary_operands(input, other, "sub")
+    return Sub.apply(a, b)
+
+
+def mul(input, other):
+    """Elementwise product with broadcasting."""
+    a, b = binary_operands(input, other, "mul")
+    return Mul.apply(a, b)
+
+
+def div(input, other, rounding_mode=None):
+    """True division (``rounding_mode=None``), or ``'floor'``/``'trunc'`` division."""
+    a, b = binary_operands(input, other, "div")
+    if rounding_mode is None:
+        if not (isinstance(a, Tensor) and a.dtype.kind == "f" or isinstance(b, Tensor) and b.dtype.kind == "f"
+                or isinstance(a, np.floating) or isinstance(b, np.floating)):
+            from .shape import cast
+            from .. import _dtype
+            d = _dtype.get_default_dtype()
+            a = cast(a, d) if isinstance(a, Tensor) else d.type(a)
+            b = cast(b, d) if isinstance(b, Tensor) else d.type(b)
+        return Div.apply(a, b)
+    q = Div.apply(a, b)
+    return floor(q) if rounding_mode == "floor" else trunc(q)
+
+
+def true_divide(input, other):
+    return div(input, other)
+
+
+def floor_divide(input, other):
+    a, b = binary_operands(input, other, "floor_divide")
+    if (isinstance(a, Tensor) and a.dtype.kind in "iub") and not (isinstance(b, Tensor) and b.dtype.kind == "f"):
+        aa = a.data if isinstance(a, Tensor) else a
+        bb = b.data if isinstance(b, Tensor) else b
+        return Tensor(np.floor_divide(aa, bb))
+    return floor(Div.apply(a, b))
+
+
+def remainder(input, other):
+    """Python-style modulus (the sign of the divisor), as ``torch.remainder``."""
+    a, b = binary_operands(input, other, "remainder")
+    return Remainder.apply(a, b)
+
+
+fmod = remainder
+pow = _binary(Pow, "pow")
+maximum = _binary(Maximum, "maximum")
+minimum = _binary(Minimum, "minimum")
+
+
+def rsub(input, other):
+    return sub(other, input)
+
+
+# ---- unary math ---------------------------------------------------------------------------
+def _unary(name, forward, backward, saves="x", doc=""):
+    """Build the Function and public function of a unary op.
+
+    ``forward(be, x) -> y``; ``backward(be, saved, g) -> grad`` where ``saved`` is ``x``
+    or ``y`` as ``saves`` says.
+    """
+    class Op(Function):
+        @staticmethod
+        def forward(ctx, x):
+            be = backend_of(x)
+            y = forward(be, x)
+            if saves == "x":
+                ctx.save_for_backward(x)
+            elif saves == "y":
+                ctx.save_for_backward(y)
+            return y
+
+        @staticmethod
+        def backward(ctx, g):
+            (s,) = ctx.saved_tensors or (None,)
+            return backward(backend_of(g), s, g)
+
+    Op.__name__ = Op.__qualname__ = name.capitalize().replace("_", "")
+
+    def op(input):
+        if not isinstance(input, Tensor):
+            input = as_tensor_arg(input, name)
+        if input.dtype.kind != "f" and name not in _INT_OK:
+            from .shape import cast
+            from .. import _dtype
+            input = cast(input, _dtype.get_default_dtype())
+        return Op.apply(input)
+
+    op.__name__ = name
+    op.__doc__ = doc or f"Elementwise ``{name}``."
+    op.Function = Op
+    return op
+
+
+_INT_OK = {"neg", "abs", "sign", "square", "floor", "ceil", "round", "trunc"}
+
+
+def _f(dtype, v):
+    return dtype.type(v)
+
+
+def _ignore(fn):
+    def w(be, x):
+        with np.errstate(all="ignore"):
+            return fn(be, x)
+    return w
+
+
+neg = _unary("neg", lambda be, x: be.neg(x), lambda be, s, g: be.neg(g), saves=None)
+exp = _unary("exp", lambda be, x: be.exp(x), lambda be, y, g: be.mul(g, y), saves="y")
+exp2 = _unary("exp2", lambda be, x: np.exp2(x), lambda be, y, g: be.mul(g, y * _f(y.dtype, np.log(2))), saves="y")
+expm1 = _unary("expm1", lambda be, x: be.expm1(x), lambda be, y, g: be.mul(g, y + _f(y.dtype, 1)), saves="y")
+log = _unary("log", _ignore(lambda be, x: be.log(x)), lambda be, x, g: be.div(g, x))
+log2 = _unary("log2", _ignore(lambda be, x: np.log2(x)), lambda be, x, g: be.div(g, x * _f(x.dtype, np.log(2))))
+log10 = _unary("log10", _ignore(lambda be, x: np.log10(x)), lambda be, x, g: be.div(g, x * _f(x.dtype, np.log(10))))
+log1p = _unary("log1p", _ignore(lambda be, x: be.log1p(x)), lambda be, x, g: be.div(g, x + _f(x.dtype, 1)))
+sqrt = _unary("sqrt", _ignore(lambda be, x: be.sqrt(x)), lambda be, y, g: be.div(g, y * _f(y.dtype, 2)), saves="y")
+rsqrt = _unary("rsqrt", _ignore(lambda be, x: _f(x.dtype, 1) / be.sqrt(x)),
+               lambda be, y, g: be.mul(g, _f(y.dtype, -0.5) * y * y * y), saves="y")
+abs = _unary("abs", lambda be, x: be.abs(x), lambda be, x, g: be.mul(g, be.sign(x)))
+sign = _unary("sign", lambda be, x: be.sign(x), lambda be, x, g: be.zeros_like(g), saves=None)
+square = _unary("square", lambda be, x: be.mul(x, x), lambda be, x, g: be.mul(g, x * _f(x.dtype, 2)))
+reciprocal = _unary("reciprocal", _ignore(lambda be, x: _f(x.dtype, 1) / x),
+                    lambda be, y, g: be.mul(g, be.neg(y * y)), saves="y")
+sin = _unary("sin", lambda be, x: be.sin(x), lambda be, x, g: be.mul(g, be.cos(x)))
+cos = _unary("cos", lambda be, x: be.cos(x), lambda be, x, g: be.mul(g, be.neg(be.sin(x))))
+floor = _unary("floor", lambda be, x: be.floor(x), lambda be, s, g: be.zeros_like(g), saves=None)
+ceil = _unary("ceil", lambda be, x: be.ceil(x), lambda be, s, g: be.zeros_like(g), saves=None)
+round = _unary("round", lambda be, x: be.round(x), lambda be, s, g: be.zeros_like(g), saves=None)
+trunc = _unary("trunc", lambda be, x: be.trunc(x), lambda be, s, g: be.zeros_like(g), saves=None)
+negative = neg
+absolute = abs
+
+
+def frac(input):
+    return sub(input, trunc(input))
+
+
+# ---- clamp --------------------------------------------------------------------------------
+class Clamp(Function):
+    @staticmethod
+    def forward(ctx, x, lo, hi):
+        be = backend_of(x)
+        ctx.save_for_backward(x)
+        ctx.bounds = (lo, hi)
+        return be.clip(x, lo, hi).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        lo, hi = ctx.bounds
+        be = backend_of(g)
+        mask = True
+        if lo is not None:
+            mask = be.greater_equal(x, lo)
+        if hi is not None:
+            mask = be.logical_and(mask, be.less_equal(x, hi))
+        return be.where(mask, g, g.dtype.type(0)), None, None
+
+
+def clamp(input, min=None, max=None):
+    """Clamp to ``[min, max]``. The gradient passes where ``min <= x <= max``.
+
+    Tensor bounds are supported through :func:`maximum`/:func:`minimum`.
+    """
+    if min is None and max is None:
+        raise ValueError("clamp: at least one of 'min' or 'max' must not be None")
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        out = input
+        if min is not None:
+            out = maximum(out, min)
+        if max is not None:
+            out = minimum(out, max)
+        return out
+    input = as_tensor_arg(input, "clamp")
+    d = input.dtype
+    lo = None if min is None else d.type(min)
+    hi = None if max is None else d.type(max)
+    return Clamp.apply(input, lo, hi)
+
+
+clip = clamp
+
+
+def clamp_min(input, min):
+    return clamp(input, min=min)
+
+
+def clamp_max(input, max):
+    return clamp(input, max=max)
+
+
+# ---- where ----------------------------------------------------------------------------------
+class Where(Function):
+    @staticmethod
+    def forward(ctx, cond, a, b):
+        ctx.save_for_backward(cond)
+        ctx.shapes = (_shape(a), _shape(b))
+        return be_of(a, b, cond).where(cond, a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        (cond,) = ctx.saved_tensors
+        be = backend_of(g)
+        _, na, nb = ctx.needs_input_grad
+        zero = g.dtype.type(0)
+        sa, sb = ctx.shapes
+        return (None,
+                be.sum_to_shape(be.where(cond, g, zero), sa) if na else None,
+                be.sum_to_shape(be.where(cond, zero, g), sb) if nb else None)
+
+
+def where(condition, input=None, other=None):
+    """``input`` where ``condition`` else ``other`` (broadcasting); with one argument, the
+    indices of the nonzero elements as in ``torch.where(cond)``."""
+    condition = as_tensor_arg(condition, "where")
+    if input is None and other is None:
+        return tuple(Tensor(i) for i in np.nonzero(condition.numpy()))
+    a, b = binary_operands(input, other, "where")
+    cond = condition if condition.dtype == np.bool_ else condition.bool()
+    return Where.apply(cond, a, b)
+
+
+# ---- comparisons and logic (not differentiable) ---------------------------------------------
+def _cmp(name, method):
+    def op(input, other):
+        a, b = binary_operands(input, other, name)
+        aa = a.data if isinstance(a, Tensor) else a
+        bb = b.data if isinstance(b, Tensor) else b
+        return Tensor._from_array(getattr(be_of(aa, bb), method)(aa, bb))
+    op.__name__ = name
+    op.__doc__ = f"Elementwise ``{name}`` (a bool tensor, never tracked)."
+    return op
+
+
+eq = _cmp("eq", "equal")
+ne = _cmp("ne", "not_equal")
+lt = _cmp("lt", "less")
+le = _cmp("le", "less_equal")
+gt = _cmp("gt", "greater")
+ge = _cmp("ge", "greater_equal")
+greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
+logical_and = _cmp("logical_and", "logical_and")
+logical_or = _cmp("logical_or", "logical_or")
+logical_xor = _cmp("logical_xor", "logical_xor")
+
+
+def logical_not(input):
+    input = as_tensor_arg(input, "logical_not")
+    return Tensor._from_array(backend_of(input.data).logical_not(input.data))
+
+
+def isnan(input):
+    return Tensor._from_array(backend_of(input.data).isnan(input.data))
+
+
+def isinf(input):
+    return Tensor._from_array(backend_of(input.data).isinf(input.data))
+
+
+def isfinite(input):
+    return Tensor._from_array(backend_of(input.data).isfinite(input.data))
+
+
+def equal(input, other):
+    """True if both tensors have the same shape and elements (``torch.equal``)."""
+    return tuple(input.shape) == tuple(other.shape) and bool(np.all(input.detach().numpy() == other.detach().numpy()))
+
+
+def allclose(input, other, rtol=1e-5, atol=1e-8, equal_nan=False):
+    return bool(np.allclose(input.detach().numpy(), other.detach().numpy(), rtol=rtol, atol=atol,
+                            equal_nan=equal_nan))
+
+
+def isclose(input, other, rtol=1e-5, atol=1e-8, equal_nan=False):
+    return Tensor._from_array(np.isclose(input.detach().numpy(), other.detach().numpy(), rtol=rtol,
+                                         atol=atol, equal_nan=equal_nan))
+
+
+def lerp(input, end, weight):
+    """``input + weight * (end - input)``."""
+    return add(input, mul(sub(end, input), weight))

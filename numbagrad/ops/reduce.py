@@ -1,0 +1,316 @@
+"""Reductions over any set of axes, with ``keepdim``."""
+import collections
+
+import numpy as np
+
+from ..autograd.function import Function
+from ..backend import backend_of
+from ..tensor import Tensor
+from ._util import as_tensor_arg, norm_axis
+from . import elementwise as ew
+
+values_indices = collections.namedtuple("values_indices", ["values", "indices"])
+
+
+def _keep_shape(shape, axes):
+    return tuple(1 if i in axes else s for i, s in enumerate(shape))
+
+
+class Sum(Function):
+    @staticmethod
+    def forward(ctx, x, axes, keepdim):
+        ctx.meta = (x.shape, axes)
+        return backend_of(x).sum(x, axis=axes, keepdims=keepdim)
+
+    @staticmethod
+    def backward(ctx, g):
+        shape, axes = ctx.meta
+        be = backend_of(g)
+        return be.broadcast_to(g.reshape(_keep_shape(shape, axes)), shape), None, None
+
+
+def _axes_or_all(dim, x, opname):
+    return norm_axis(dim, x.ndim, opname)
+
+
+def sum(input, dim=None, keepdim=False, dtype=None):
+    """Sum over ``dim`` (all dims if None). Integer and bool inputs sum to int64, as in PyTorch."""
+    input = as_tensor_arg(input, "sum")
+    if dtype is not None:
+        from .. import _dtype
+        input = input.to(_dtype.as_dtype(dtype))
+    elif input.dtype.kind in "biu":
+        input = input.long()
+    return Sum.apply(input, _axes_or_all(dim, input, "sum"), keepdim)
+
+
+def mean(input, dim=None, keepdim=False, dtype=None):
+    """Arithmetic mean over ``dim``; floating inputs only, as in PyTorch."""
+    input = as_tensor_arg(input, "mean")
+    if dtype is not None:
+        input = input.to(dtype)
+    if input.dtype.kind != "f":
+        raise RuntimeError(f"mean: could not infer output dtype; input dtype must be floating "
+                           f"point, got {input.dtype}")
+    axes = _axes_or_all(dim, input, "mean")
+    n = int(np.prod([input.shape[a] for a in axes])) if axes else 1
+    return ew.mul(Sum.apply(input, axes, keepdim), 1.0 / n if n else float("nan"))
+
+
+def var(input, dim=None, unbiased=None, keepdim=False, correction=None):
+    """Variance with ``correction`` (1 = unbiased, PyTorch's default)."""
+    input = as_tensor_arg(input, "var")
+    if correction is None:
+        correction = 1 if unbiased is None or unbiased else 0
+    axes = _axes_or_all(dim, input, "var")
+    n = int(np.prod([input.shape[a] for a in axes])) if axes else 1
+    mu = mean(input, axes, keepdim=True)
+    d = ew.sub(input, mu)
+    return ew.mul(sum(ew.mul(d, d), axes, keepdim), 1.0 / max(n - correction, 0) if n - correction > 0 else float("nan"))
+
+
+def std(input, dim=None, unbiased=None, keepdim=False, correction=None):
+    return ew.sqrt(var(input, dim, unbiased, keepdim, correction))
+
+
+def var_mean(input, dim=None, unbiased=None, keepdim=False, correction=None):
+    return var(input, dim, unbiased, keepdim, correction), mean(input, dim, keepdim)
+
+
+def std_mean(input, dim=None, unbiased=None, keepdim=False, correction=None):
+    return std(input, dim, unbiased, keepdim, correction), mean(input, dim, keepdim)
+
+
+class Prod(Function):
+    @staticmethod
+    def forward(ctx, x, axes, keepdim):
+        be = backend_of(x)
+        y = be.prod(x, axis=axes, keepdims=True)
+        ctx.save_for_backward(x, y)
+        ctx.meta = (axes,)
+        return y if keepdim else y.reshape(tuple(s for i, s in enumerate(y.shape) if i not in axes))
+
+    @staticmethod
+    def backward(ctx, g):
+        x, y = ctx.saved_tensors
+        (axes,) = ctx.meta
+        g = g.reshape(y.shape)
+        # d prod / d x_i = prod of the others; computed with exclusive cumulative
+        # products along the flattened reduced axes so zeros in x are exact.
+        keep = [i for i in range(x.ndim) if i not in axes]
+        perm = keep + list(axes)
+        xp = np.transpose(x, perm).reshape(tuple(x.shape[i] for i in keep) + (-1,))
+        ones = np.ones(xp.shape[:-1] + (1,), dtype=x.dtype)
+        left = np.cumprod(np.concatenate([ones, xp[..., :-1]], -1), -1)
+        right = np.flip(np.cumprod(np.flip(np.concatenate([xp[..., 1:], ones], -1), -1), -1), -1)
+        others = (left * right).reshape(tuple(x.shape[i] for i in perm))
+        others = np.transpose(others, np.argsort(perm))
+        return (g * others).astype(x.dtype, copy=False), None, None
+
+
+def prod(input, dim=None, keepdim=False, dtype=None):
+    input = as_tensor_arg(input, "prod")
+    if dtype is not None:
+        input = input.to(dtype)
+    return Prod.apply(input, _axes_or_all(dim, input, "prod"), keepdim)
+
+
+class _Extreme(Function):
+    """max/min over axes; the gradient is split evenly among tied extremes (PyTorch's
+    rule for full reductions ``amax``/``amin``)."""
+    _fn = "amax"
+
+    @staticmethod
+    def forward(ctx, x, axes, keepdim):
+        be = backend_of(x)
+        if x.size == 0:
+            raise RuntimeError(f"{ctx._fn}: cannot reduce an empty tensor of shape {tuple(x.shape)}")
+        y = getattr(be, ctx._fn)(x, axis=axes, keepdims=True)
+        ctx.save_for_backward(x, y)
+        ctx.axes = axes
+        return y if keepdim else y.reshape(tuple(s for i, s in enumerate(y.shape) if i not in axes))
+
+    @staticmethod
+    def backward(ctx, g):
+        x, y = ctx.saved_tensors
+        be = backend_of(g)
+        mask = be.equal(x, y).astype(g.dtype)
+        count = be.sum(mask, axis=ctx.axes, keepdims=True)
+        return be.mul(mask, be.div(g.reshape(y.shape), count)), None, None
+
+
+class _Amin(_Extreme):
+    _fn = "amin"
+
+
+class _DimExtreme(Function):
+    """max/min along one dim returning (values, indices); the gradient goes to the
+    selected index only (PyTorch's rule for ``max(dim)``)."""
+    _fn = "argmax"
+
+    @staticmethod
+    def forward(ctx, x, axis, keepdim):
+        be = backend_of(x)
+        if x.shape[axis] == 0:
+            raise IndexError(f"{ctx._fn[3:]}(): cannot reduce over a zero-size dimension {axis} of "
+                             f"shape {tuple(x.shape)}")
+        idx = getattr(be, ctx._fn)(x, axis=axis)
+        idxk = np.expand_dims(idx, axis)
+        vals = np.take_along_axis(x, idxk, axis)
+        ctx.meta = (x.shape, axis, idxk)
+        if not keepdim:
+            vals = vals.reshape(idx.shape)
+        else:
+            idx = idxk
+        idx = idx.astype(np.int64)
+        ctx.mark_non_differentiable(idx)
+        return vals, idx
+
+    @staticmethod
+    def backward(ctx, g, _gi):
+        shape, axis, idxk = ctx.meta
+        be = backend_of(g)
+        out = be.zeros(shape, g.dtype)
+        np.put_along_axis(out, idxk, g.reshape(idxk.shape), axis)
+        return out, None, None
+
+
+class _DimMin(_DimExtreme):
+    _fn = "argmin"
+
+
+def _max_min(input, dim, keepdim, full, along, opname, other_fn):
+    input = as_tensor_arg(input, opname)
+    if isinstance(dim, Tensor):
+        return other_fn(input, dim)
+    if dim is None:
+        return full.apply(input, tuple(range(input.ndim)), False)
+    axis = norm_axis(dim, input.ndim, opname)[0] if input.ndim else 0
+    if input.ndim == 0:
+        return values_indices(input, Tensor(np.array(0, dtype=np.int64)))
+    v, i = along.apply(input, axis, keepdim)
+    return values_indices(v, i)
+
+
+def max(input, dim=None, keepdim=False):
+    """``max(x)`` -> the largest element; ``max(x, dim)`` -> ``(values, indices)``;
+    ``max(x, other_tensor)`` -> elementwise maximum."""
+    return _max_min(input, dim, keepdim, _Extreme, _DimExtreme, "max", ew.maximum)
+
+
+def min(input, dim=None, keepdim=False):
+    """Like :func:`max`, for the smallest element."""
+    return _max_min(input, dim, keepdim, _Amin, _DimMin, "min", ew.minimum)
+
+
+def amax(input, dim=None, keepdim=False):
+    input = as_tensor_arg(input, "amax")
+    return _Extreme.apply(input, _axes_or_all(dim, input, "amax"), keepdim)
+
+
+def amin(input, dim=None, keepdim=False):
+    input = as_tensor_arg(input, "amin")
+    return _Amin.apply(input, _axes_or_all(dim, input, "amin"), keepdim)
+
+
+def _arg(input, dim, keepdim, fn, opname):
+    input = as_tensor_arg(input, opname)
+    be = backend_of(input.data)
+    if dim is None:
+        return Tensor._from_array(np.asarray(getattr(be, fn)(input.data), dtype=np.int64).reshape(
+            (1,) * input.ndim if keepdim else ()))
+    axis = norm_axis(dim, input.ndim, opname)[0]
+    r = getattr(be, fn)(input.data, axis=axis)
+    if keepdim:
+        r = np.expand_dims(r, axis)
+    return Tensor._from_array(r.astype(np.int64))
+
+
+def argmax(input, dim=None, keepdim=False):
+    """Index of the largest element (first on ties), over all elements or along ``dim``."""
+    return _arg(input, dim, keepdim, "argmax", "argmax")
+
+
+def argmin(input, dim=None, keepdim=False):
+    return _arg(input, dim, keepdim, "argmin", "argmin")
+
+
+class LogSumExp(Function):
+    @staticmethod
+    def forward(ctx, x, axes, keepdim):
+        be = backend_of(x)
+        m = be.amax(x, axis=axes, keepdims=True)
+        m = be.where(be.isfinite(m), m, x.dtype.type(0))
+        e = be.exp(be.sub(x, m))
+        s = be.sum(e, axis=axes, keepdims=True)
+        with np.errstate(divide="ignore"):
+            y = be.add(be.log(s), m)
+        ctx.save_for_backward(x, y)
+        ctx.axes = axes
+        return y if keepdim else y.reshape(tuple(d for i, d in enumerate(y.shape) if i not in axes))
+
+    @staticmethod
+    def backward(ctx, g):
+        x, y = ctx.saved_tensors
+        be = backend_of(g)
+        # d lse / dx = softmax(x) = exp(x - lse)
+        return be.mul(g.reshape(y.shape), be.exp(be.sub(x, y))), None, None
+
+
+def logsumexp(input, dim=None, keepdim=False):
+    """``log(sum(exp(x)))`` over ``dim``, computed stably (shifted by the max)."""
+    input = as_tensor_arg(input, "logsumexp")
+    if input.dtype.kind != "f":
+        input = input.float()
+    return LogSumExp.apply(input, _axes_or_all(dim, input, "logsumexp"), keepdim)
+
+
+def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
+    """Vector p-norm over ``dim`` (all elements by default): p = 2/'fro', 1, inf, -inf,
+    0 (count of non-zeros) or any positive number."""
+    input = as_tensor_arg(input, "norm")
+    if dtype is not None:
+        input = input.to(dtype)
+    axes = _axes_or_all(dim, input, "norm")
+    if p in ("fro", 2, 2.0):
+        return ew.sqrt(sum(ew.mul(input, input), axes, keepdim))
+    if p in (float("inf"), "inf"):
+        return amax(ew.abs(input), axes, keepdim)
+    if p in (float("-inf"), "-inf"):
+        return amin(ew.abs(input), axes, keepdim)
+    if p == 1:
+        return sum(ew.abs(input), axes, keepdim)
+    if p == 0:
+        return sum(ew.ne(input, 0).float(), axes, keepdim)
+    if isinstance(p, (int, float)) and p > 0:
+        return ew.pow(sum(ew.pow(ew.abs(input), float(p)), axes, keepdim), 1.0 / p)
+    raise ValueError(f"norm: unsupported p={p!r}")
+
+
+def all(input, dim=None, keepdim=False):
+    input = as_tensor_arg(input, "all")
+    axes = None if dim is None else norm_axis(dim, input.ndim, "all")
+    return Tensor._from_array(np.asarray(backend_of(input.data).all(input.data, axis=axes, keepdims=keepdim)))
+
+
+def any(input, dim=None, keepdim=False):
+    input = as_tensor_arg(input, "any")
+    axes = None if dim is None else norm_axis(dim, input.ndim, "any")
+    return Tensor._from_array(np.asarray(backend_of(input.data).any(input.data, axis=axes, keepdims=keepdim)))
+
+
+class CumSum(Function):
+    @staticmethod
+    def forward(ctx, x, axis):
+        ctx.axis = axis
+        return np.cumsum(x, axis=axis, dtype=x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        a = ctx.axis
+        return np.flip(np.cumsum(np.flip(g, a), axis=a), a).astype(g.dtype, copy=False), None
+
+
+def cumsum(input, dim):
+    input = as_tensor_arg(input, "cumsum")
+    return CumSum.apply(input, norm_axis(dim, input.ndim, "cumsum")[0])

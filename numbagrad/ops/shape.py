@@ -1,0 +1,490 @@
+"""Shape ops (views where NumPy gives views), dtype casts and device moves."""
+import numpy as np
+
+from ..autograd.function import Function
+from ..backend import backend_of, backend_for_device
+from ..tensor import Tensor
+from ._util import as_tensor_arg, norm_axis
+
+
+# ---- casts and devices ----------------------------------------------------------------------
+class Cast(Function):
+    @staticmethod
+    def forward(ctx, x, dtype):
+        ctx.src = x.dtype
+        return backend_of(x).astype(x, dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        return backend_of(g).astype(g, ctx.src), None
+
+
+def cast(input, dtype):
+    """``input`` converted to ``dtype`` (differentiable between floating dtypes)."""
+    if input.dtype == dtype:
+        return input
+    return Cast.apply(input, dtype)
+
+
+class ToDevice(Function):
+    @staticmethod
+    def forward(ctx, x, dev):
+        src = backend_of(x)
+        dst = backend_for_device(dev)
+        ctx.src = src
+        return dst.from_numpy(src.to_numpy(x)) if dst is not src else src.copy(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return ctx.src.from_numpy(backend_of(g).to_numpy(g)), None
+
+
+def to_device(input, dev):
+    return ToDevice.apply(input, dev)
+
+
+# ---- reshape family ---------------------------------------------------------------------------
+def _shape_arg(shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        return tuple(shape[0])
+    return tuple(shape)
+
+
+class Reshape(Function):
+    view_of = 0
+
+    @staticmethod
+    def forward(ctx, x, shape):
+        ctx.in_shape = x.shape
+        try:
+            return x.reshape(shape)
+        except ValueError:
+            raise RuntimeError(f"reshape: shape {list(shape)} is invalid for input of shape "
+                               f"{tuple(x.shape)} ({x.size} elements)") from None
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.reshape(ctx.in_shape), None
+
+
+def reshape(input, *shape):
+    """Same data with a new shape (a view when possible); one dimension may be -1."""
+    shape = _shape_arg(shape)
+    if tuple(input.shape) == shape:
+        return input
+    return Reshape.apply(input, shape)
+
+
+def view(input, *shape):
+    """Like :func:`reshape` but refuses to copy a non-contiguous tensor, as in PyTorch."""
+    shape = _shape_arg(shape)
+    if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):  # view(dtype) is unsupported
+        raise TypeError(f"view: expected a shape, got {shape[0]!r}")
+    if not input.data.flags.c_contiguous and input.data.size > 1:
+        try:
+            np.reshape(input.data.view(), shape, copy=False)
+        except (ValueError, TypeError):
+            raise RuntimeError(f"view: size {list(shape)} is not compatible with the input tensor's "
+                               f"size {tuple(input.shape)} and stride (non-contiguous); use "
+                               ".reshape(...) instead") from None
+    return reshape(input, shape)
+
+
+def view_as(input, other):
+    return view(input, tuple(other.shape))
+
+
+def reshape_as(input, other):
+    return reshape(input, tuple(other.shape))
+
+
+def flatten(input, start_dim=0, end_dim=-1):
+    nd = input.ndim
+    if nd == 0:
+        return reshape(input, 1)
+    s, e = start_dim % nd, end_dim % nd
+    if s > e:
+        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+    shp = tuple(input.shape)
+    return reshape(input, shp[:s] + (int(np.prod(shp[s:e + 1])),) + shp[e + 1:])
+
+
+def unflatten(input, dim, sizes):
+    shp = tuple(input.shape)
+    dim = dim % len(shp)
+    return reshape(input, shp[:dim] + tuple(sizes) + shp[dim + 1:])
+
+
+def squeeze(input, dim=None):
+    shp = tuple(input.shape)
+    if dim is None:
+        new = tuple(s for s in shp if s != 1)
+    else:
+        axes = norm_axis(dim, len(shp), "squeeze")
+        new = tuple(s for i, s in enumerate(shp) if not (i in axes and s == 1))
+    return reshape(input, new)
+
+
+def unsqueeze(input, dim):
+    shp = list(input.shape)
+    nd = len(shp) + 1
+    if not -nd <= dim < nd:
+        raise IndexError(f"unsqueeze: dimension {dim} out of range for a result of {nd} dimensions")
+    shp.insert(dim % nd, 1)
+    return reshape(input, tuple(shp))
+
+
+class Permute(Function):
+    view_of = 0
+
+    @staticmethod
+    def forward(ctx, x, axes):
+        ctx.axes = axes
+        return x.transpose(axes)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.transpose(np.argsort(ctx.axes)), None
+
+
+def permute(input, *dims):
+    dims = _shape_arg(dims)
+    nd = input.ndim
+    if sorted(d % nd for d in dims) != list(range(nd)) if nd else dims:
+        raise ValueError(f"permute: dims {list(dims)} are not a permutation of a {nd}-d tensor's dims")
+    axes = tuple(d % nd for d in dims)
+    if axes == tuple(range(nd)):
+        return input
+    return Permute.apply(input, axes)
+
+
+def transpose(input, dim0, dim1):
+    nd = input.ndim
+    if nd < 2 and dim0 in (0, -1) and dim1 in (0, -1):
+        return input
+    axes = list(range(nd))
+    d0, d1 = dim0 % nd, dim1 % nd
+    axes[d0], axes[d1] = axes[d1], axes[d0]
+    return permute(input, *axes)
+
+
+swapaxes = transpose
+
+
+def t(input):
+    if input.ndim > 2:
+        raise RuntimeError(f"t: expects a tensor with <= 2 dimensions, got {input.ndim}")
+    return transpose(input, 0, 1) if input.ndim == 2 else input
+
+
+def movedim(input, source, destination):
+    nd = input.ndim
+    src = [source] if isinstance(source, int) else list(source)
+    dst = [destination] if isinstance(destination, int) else list(destination)
+    order = [i for i in range(nd) if i not in [s % nd for s in src]]
+    for d, s in sorted(zip([x % nd for x in dst], [x % nd for x in src])):
+        order.insert(d, s)
+    return permute(input, *order)
+
+
+class Expand(Function):
+    view_of = 0
+
+    @staticmethod
+    def forward(ctx, x, shape):
+        ctx.in_shape = x.shape
+        return backend_of(x).broadcast_to(x, shape)
+
+    @staticmethod
+    def backward(ctx, g):
+        return backend_of(g).sum_to_shape(g, ctx.in_shape), None
+
+
+def expand(input, *sizes):
+    """Broadcast to ``sizes`` without copying (-1 keeps a dimension)."""
+    sizes = _shape_arg(sizes)
+    shp = tuple(input.shape)
+    lead = len(sizes) - len(shp)
+    if lead < 0:
+        raise RuntimeError(f"expand: the number of sizes ({len(sizes)}) must be >= the tensor's "
+                           f"dimensions ({len(shp)})")
+    out = tuple(shp[i - lead] if s == -1 else s for i, s in enumerate(sizes))
+    for i, s in enumerate(shp):
+        if s != 1 and s != out[i + lead]:
+            raise RuntimeError(f"expand: the expanded size ({out[i + lead]}) must match the existing "
+                               f"size ({s}) at non-singleton dimension {i}; target {list(sizes)}, "
+                               f"tensor {list(shp)}")
+    if out == shp:
+        return input
+    return Expand.apply(input, out)
+
+
+def expand_as(input, other):
+    return expand(input, tuple(other.shape))
+
+
+def broadcast_to(input, shape):
+    return expand(input, tuple(shape))
+
+
+def broadcast_tensors(*tensors):
+    shape = np.broadcast_shapes(*(tuple(t.shape) for t in tensors))
+    return tuple(expand(t, shape) for t in tensors)
+
+
+class Contiguous(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return backend_of(x).contiguous(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+def contiguous(input):
+    if input.data.flags.c_contiguous:
+        return input
+    return Contiguous.apply(input)
+
+
+class Clone(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return backend_of(x).copy(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+def clone(input):
+    """A copy that stays in the graph (gradients flow back to ``input``)."""
+    return Clone.apply(input)
+
+
+# ---- joining and splitting ------------------------------------------------------------------
+class Cat(Function):
+    @staticmethod
+    def forward(ctx, axis, *xs):
+        ctx.axis = axis
+        ctx.sizes = [x.shape[axis] for x in xs]
+        return backend_of(xs[0]).concatenate(xs, axis=axis)
+
+    @staticmethod
+    def backward(ctx, g):
+        idx = np.cumsum(ctx.sizes)[:-1]
+        parts = np.split(g, idx, axis=ctx.axis)
+        return (None,) + tuple(p if n else None for p, n in zip(parts, ctx.needs_input_grad[1:]))
+
+
+def _check_join(tensors, opname):
+    if len(tensors) == 0:
+        raise ValueError(f"{opname}: expected a non-empty sequence of tensors")
+    tensors = [as_tensor_arg(t, opname) for t in tensors]
+    types = {type(t.data) for t in tensors}
+    if len(types) > 1:
+        raise RuntimeError(f"{opname}: expected all tensors to be on the same device, got "
+                           + ", ".join(str(t.device) for t in tensors))
+    from .. import _dtype
+    d = tensors[0].dtype
+    for t in tensors[1:]:
+        d = _dtype.promote(d, t.dtype)
+    return [cast(t, d) for t in tensors]
+
+
+def cat(tensors, dim=0):
+    """Concatenate along an existing dimension."""
+    tensors = _check_join(tensors, "cat")
+    nd = tensors[0].ndim
+    axis = dim % nd
+    ref = tensors[0].shape
+    for t in tensors[1:]:
+        if t.ndim != nd or any(a != b for i, (a, b) in enumerate(zip(ref, t.shape)) if i != axis):
+            raise RuntimeError(f"cat: sizes of tensors must match except in dimension {dim}; got "
+                               + ", ".join(str(tuple(x.shape)) for x in tensors))
+    return Cat.apply(axis, *tensors)
+
+
+concatenate = concat = cat
+
+
+def stack(tensors, dim=0):
+    """Join along a new dimension."""
+    tensors = _check_join(tensors, "stack")
+    ref = tuple(tensors[0].shape)
+    for t in tensors[1:]:
+        if tuple(t.shape) != ref:
+            raise RuntimeError("stack: expects each tensor to be equal size, got "
+                               + ", ".join(str(tuple(x.shape)) for x in tensors))
+    nd = len(ref) + 1
+    return cat([unsqueeze(t, dim % nd) for t in tensors], dim=dim % nd)
+
+
+def hstack(tensors):
+    return cat(tensors, dim=0 if tensors[0].ndim == 1 else 1)
+
+
+def vstack(tensors):
+    return cat([t if t.ndim > 1 else unsqueeze(t, 0) for t in tensors], dim=0)
+
+
+class Slice(Function):
+    """Basic slicing along one axis (the building block of split/chunk/narrow)."""
+    view_of = 0
+
+    @staticmethod
+    def forward(ctx, x, axis, start, stop):
+        ctx.meta = (x.shape, x.dtype, axis, start, stop)
+        idx = [slice(None)] * x.ndim
+        idx[axis] = slice(start, stop)
+        return x[tuple(idx)]
+
+    @staticmethod
+    def backward(ctx, g):
+        shape, dtype, axis, start, stop = ctx.meta
+        be = backend_of(g)
+        out = be.zeros(shape, dtype)
+        idx = [slice(None)] * len(shape)
+        idx[axis] = slice(start, stop)
+        out[tuple(idx)] = g
+        return out, None, None, None
+
+
+def narrow(input, dim, start, length):
+    axis = dim % input.ndim
+    return Slice.apply(input, axis, start, start + length)
+
+
+def split(tensor, split_size_or_sections, dim=0):
+    """Split into chunks of ``split_size`` (the last may be smaller) or of the given sizes."""
+    axis = dim % tensor.ndim
+    n = tensor.shape[axis]
+    if isinstance(split_size_or_sections, int):
+        if split_size_or_sections <= 0:
+            raise ValueError(f"split: split_size must be positive, got {split_size_or_sections}")
+        sizes = [split_size_or_sections] * (n // split_size_or_sections)
+        if n % split_size_or_sections:
+            sizes.append(n % split_size_or_sections)
+    else:
+        sizes = list(split_size_or_sections)
+        if sum(sizes) != n:
+            raise RuntimeError(f"split: split sizes {sizes} do not sum to the size {n} of dimension {dim}")
+    out, start = [], 0
+    for s in sizes:
+        out.append(Slice.apply(tensor, axis, start, start + s))
+        start += s
+    return tuple(out)
+
+
+def chunk(input, chunks, dim=0):
+    n = input.shape[dim % input.ndim]
+    size = -(-n // chunks)
+    return split(input, max(size, 1), dim)
+
+
+def unbind(input, dim=0):
+    return tuple(squeeze(p, dim) for p in split(input, 1, dim))
+
+
+# ---- padding, flipping, repeating -------------------------------------------------------------
+class Pad(Function):
+    @staticmethod
+    def forward(ctx, x, widths, mode, value):
+        ctx.widths = widths
+        ctx.mode = mode
+        ctx.in_shape = x.shape
+        if mode == "constant":
+            return np.pad(x, widths, mode="constant", constant_values=value)
+        return np.pad(x, widths, mode={"reflect": "reflect", "replicate": "edge", "circular": "wrap"}[mode])
+
+    @staticmethod
+    def backward(ctx, g):
+        widths = ctx.widths
+        if ctx.mode == "constant":
+            idx = tuple(slice(lo, g.shape[i] - hi) for i, (lo, hi) in enumerate(widths))
+            return g[idx], None, None, None
+        # Non-constant modes read input elements several times: scatter the gradient back
+        # by padding an index map the same way.
+        n = int(np.prod(ctx.in_shape))
+        ids = np.arange(n).reshape(ctx.in_shape)
+        mode = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}[ctx.mode]
+        ids = np.pad(ids, widths, mode=mode)
+        out = np.zeros(n, dtype=g.dtype)
+        np.add.at(out, ids.reshape(-1), g.reshape(-1))
+        return out.reshape(ctx.in_shape), None, None, None
+
+
+def pad(input, pad, mode="constant", value=0.0):
+    """Pad the last ``len(pad)//2`` dimensions: ``pad = (left_last, right_last, left_prev, ...)``,
+    as ``torch.nn.functional.pad``. Modes: constant, reflect, replicate, circular."""
+    if len(pad) % 2:
+        raise ValueError(f"pad: padding length must be even, got {len(pad)}")
+    nd = input.ndim
+    k = len(pad) // 2
+    if k > nd:
+        raise ValueError(f"pad: padding {tuple(pad)} covers {k} dimensions but input has {nd}")
+    if mode not in ("constant", "reflect", "replicate", "circular"):
+        raise ValueError(f"pad: unknown mode {mode!r}")
+    widths = [(0, 0)] * nd
+    for i in range(k):
+        widths[nd - 1 - i] = (int(pad[2 * i]), int(pad[2 * i + 1]))
+    if any(lo < 0 or hi < 0 for lo, hi in widths):
+        raise ValueError("pad: negative padding is not supported")
+    return Pad.apply(input, tuple(widths), mode, input.dtype.type(value))
+
+
+class Flip(Function):
+    view_of = 0
+
+    @staticmethod
+    def forward(ctx, x, axes):
+        ctx.axes = axes
+        return np.flip(x, axes)
+
+    @staticmethod
+    def backward(ctx, g):
+        return np.flip(g, ctx.axes), None
+
+
+def flip(input, dims):
+    return Flip.apply(input, norm_axis(dims, input.ndim, "flip"))
+
+
+class Roll(Function):
+    @staticmethod
+    def forward(ctx, x, shifts, axes):
+        ctx.args = (shifts, axes)
+        return np.roll(x, shifts, axes)
+
+    @staticmethod
+    def backward(ctx, g):
+        shifts, axes = ctx.args
+        neg = tuple(-s for s in shifts) if isinstance(shifts, tuple) else -shifts
+        return np.roll(g, neg, axes), None, None
+
+
+def roll(input, shifts, dims=None):
+    return Roll.apply(input, tuple(shifts) if isinstance(shifts, (list, tuple)) else shifts,
+                      tuple(dims) if isinstance(dims, (list, tuple)) else dims)
+
+
+def repeat(input, *sizes):
+    """Tile the tensor (``Tensor.repeat``), built from expand + reshape so it is differentiable."""
+    sizes = _shape_arg(sizes)
+    shp = (1,) * (len(sizes) - input.ndim) + tuple(input.shape)
+    x = reshape(input, shp)
+    # interleave a new axis of size r before each dim, expand, then merge
+    inter = []
+    for s in shp:
+        inter += [1, s]
+    x = reshape(x, tuple(inter))
+    target = []
+    for r, s in zip(sizes, shp):
+        target += [r, s]
+    x = expand(x, tuple(target))
+    return reshape(contiguous(x), tuple(r * s for r, s in zip(sizes, shp)))
+
+
+def tile(input, dims):
+    return repeat(input, *((1,) * (input.ndim - len(dims)) + tuple(dims)))

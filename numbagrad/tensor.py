@@ -1,0 +1,458 @@
+"""``Tensor``: a backend array plus the autograd bookkeeping.
+
+A Tensor never branches on its device: arithmetic goes through the op functions in
+``numbagrad.ops``, which ask the backend of the array for kernels.
+"""
+import numpy as np
+
+from . import _dtype
+from .device import device as _device
+
+_ARRAY_TYPES = (np.ndarray,)
+
+
+def _register_array_type(t):
+    """Called by a backend (e.g. CUDA) whose array type Tensors may hold."""
+    global _ARRAY_TYPES
+    if t not in _ARRAY_TYPES:
+        _ARRAY_TYPES = _ARRAY_TYPES + (t,)
+        from .autograd import function as _f
+        _f._ARRAY_TYPES = _ARRAY_TYPES
+
+
+def _as_array(x, dtype=None):
+    a = np.asarray(x, dtype=dtype)
+    if dtype is None:
+        if a.dtype == np.float64 and not isinstance(x, np.ndarray):
+            a = a.astype(_dtype.get_default_dtype())
+        elif a.dtype.kind not in "fiub":
+            raise TypeError(f"tensor: unsupported data of dtype {a.dtype}")
+    return a
+
+
+class _Version:
+    """A version counter shared by a tensor and its views; in-place ops bump it."""
+    __slots__ = ("value",)
+
+    def __init__(self):
+        self.value = 0
+
+
+class Tensor:
+    """A multi-dimensional array that records operations for reverse-mode autograd.
+
+    Create tensors with :func:`numbagrad.tensor`, :func:`numbagrad.zeros` and friends.
+    ``Tensor(data)`` is accepted too and behaves like ``numbagrad.tensor(data)``.
+
+    Attributes
+    ----------
+    data : backend array (``numpy.ndarray`` on the CPU)
+    requires_grad : bool
+    grad : Tensor or None, accumulated by :meth:`backward`
+    grad_fn : the :class:`~numbagrad.autograd.Function` node that made this tensor
+    """
+
+    __slots__ = ("data", "requires_grad", "grad", "grad_fn", "_out_idx", "_version",
+                 "_hooks", "_base", "__weakref__")
+
+    __array_priority__ = 1000  # NumPy scalars/arrays defer to Tensor's operators
+
+    def __init__(self, data, dtype=None, requires_grad=False):
+        if isinstance(data, Tensor):
+            data = data.data
+        arr = _as_array(data, _dtype.as_dtype(dtype))
+        self.data = arr
+        self.requires_grad = False
+        self.grad = None
+        self.grad_fn = None
+        self._out_idx = 0
+        self._version = _Version()
+        self._hooks = None
+        self._base = None
+        if requires_grad:
+            self.requires_grad_(True)
+
+    # ---- metadata -------------------------------------------------------------------
+    @property
+    def dtype(self):
+        return self.data.dtype
+
+    @property
+    def shape(self):
+        return self.data.shape
+
+    def size(self, dim=None):
+        """The shape (PyTorch's ``size()``), or one dimension of it."""
+        return self.data.shape if dim is None else self.data.shape[dim]
+
+    @property
+    def ndim(self):
+        return self.data.ndim
+
+    def dim(self):
+        return self.data.ndim
+
+    def numel(self):
+        return int(self.data.size)
+
+    def nelement(self):
+        return int(self.data.size)
+
+    def element_size(self):
+        return self.data.dtype.itemsize
+
+    @property
+    def device(self):
+        from .backend import backend_of
+        return backend_of(self.data).device
+
+    @property
+    def is_leaf(self):
+        return self.grad_fn is None
+
+    @property
+    def is_cuda(self):
+        return self.device.type == "cuda"
+
+    @property
+    def _version_value(self):
+        return self._version.value
+
+    def is_floating_point(self):
+        return self.data.dtype.kind == "f"
+
+    def is_contiguous(self):
+        return bool(self.data.flags.c_contiguous)
+
+    def __len__(self):
+        if self.data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.data.shape[0]
+
+    def __repr__(self):
+        from .backend import backend_of
+        body = np.array2string(np.asarray(backend_of(self.data).to_numpy(self.data)), separator=", ", precision=4,
+                               prefix="tensor(")
+        extras = []
+        if self.data.dtype != _dtype.get_default_dtype() and self.data.dtype.kind == "f" or \
+                self.data.dtype.kind not in "fi" or self.data.dtype == np.int32:
+            extras.append(f"dtype={self.data.dtype}")
+        if self.grad_fn is not None:
+            extras.append(f"grad_fn=<{type(self.grad_fn).__name__}>")
+        elif self.requires_grad:
+            extras.append("requires_grad=True")
+        return "tensor(" + body + "".join(", " + e for e in extras) + ")"
+
+    # ---- conversion -----------------------------------------------------------------
+    def numpy(self):
+        """The data as a NumPy array (shares memory on the CPU). Requires no grad tracking,
+        as in PyTorch: call ``.detach().numpy()`` on a tensor that requires grad."""
+        if self.requires_grad:
+            raise RuntimeError("numpy(): can't call numpy() on a tensor that requires grad. "
+                               "Use tensor.detach().numpy() instead.")
+        from .backend import backend_of
+        return backend_of(self.data).to_numpy(self.data)
+
+    def item(self):
+        if self.data.size != 1:
+            raise ValueError(f"item(): only a one-element tensor can be converted to a Python "
+                             f"scalar, got shape {tuple(self.data.shape)}")
+        from .backend import backend_of
+        return backend_of(self.data).to_numpy(self.data).reshape(()).item()
+
+    def tolist(self):
+        from .backend import backend_of
+        return backend_of(self.data).to_numpy(self.data).tolist()
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __bool__(self):
+        if self.data.size != 1:
+            raise RuntimeError(f"Boolean value of a tensor with {self.data.size} elements is ambiguous")
+        return bool(self.item())
+
+    def __index__(self):
+        if self.data.dtype.kind not in "iu" or self.data.size != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    def __array__(self, dtype=None, copy=None):
+        a = np.asarray(self.detach().numpy())
+        return a if dtype is None else a.astype(dtype)
+
+    def to(self, *args, **kwargs):
+        """``to(dtype)``, ``to(device)``, ``to(device, dtype)`` or ``to(other_tensor)``."""
+        from .ops import shape as _shape
+        dtype = kwargs.pop("dtype", None)
+        dev = kwargs.pop("device", None)
+        kwargs.pop("non_blocking", None)
+        copy = kwargs.pop("copy", False)
+        if kwargs:
+            raise TypeError(f"to(): unexpected keyword arguments {sorted(kwargs)}")
+        for a in args:
+            if isinstance(a, Tensor):
+                dtype, dev = a.dtype, a.device
+            elif isinstance(a, (str, _device)) and not (isinstance(a, str) and a in _dtype._ALIASES):
+                dev = a
+            else:
+                dtype = a
+        out = self
+        if dev is not None and _device(dev) != self.device:
+            out = _shape.to_device(out, dev)
+        if dtype is not None and _dtype.as_dtype(dtype) != out.dtype:
+            out = _shape.cast(out, _dtype.as_dtype(dtype))
+        if copy and out is self:
+            out = self.clone()
+        return out
+
+    def type(self, dtype=None):
+        return str(self.dtype) if dtype is None else self.to(dtype)
+
+    def float(self):
+        return self.to(_dtype.float32)
+
+    def double(self):
+        return self.to(_dtype.float64)
+
+    def half(self):
+        return self.to(_dtype.float16)
+
+    def long(self):
+        return self.to(_dtype.int64)
+
+    def int(self):
+        return self.to(_dtype.int32)
+
+    def bool(self):
+        return self.to(_dtype.bool_)
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self, device=None):
+        return self.to("cuda" if device is None else f"cuda:{_device(device).index if isinstance(device, (str, _device)) else device}")
+
+    # ---- autograd -------------------------------------------------------------------
+    def requires_grad_(self, requires_grad=True):
+        if self.grad_fn is not None and not requires_grad:
+            raise RuntimeError("requires_grad_(False): you can only change requires_grad of leaf "
+                               "tensors; use .detach() for a non-leaf")
+        if requires_grad and self.data.dtype.kind not in "fc":
+            raise RuntimeError(f"requires_grad_(): only tensors of floating point dtype can require "
+                               f"gradients, got {self.data.dtype}")
+        self.requires_grad = bool(requires_grad)
+        return self
+
+    def detach(self):
+        """A new leaf tensor sharing this tensor's data (and version counter), out of the graph."""
+        t = Tensor.__new__(Tensor)
+        t.data = self.data
+        t.requires_grad = False
+        t.grad = None
+        t.grad_fn = None
+        t._out_idx = 0
+        t._version = self._version
+        t._hooks = None
+        t._base = self
+        return t
+
+    def detach_(self):
+        self.grad_fn = None
+        self.requires_grad = False
+        return self
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Accumulate d(self)/d(leaf) into the ``.grad`` of every leaf that requires grad.
+
+        Parameters
+        ----------
+        gradient : Tensor, optional
+            The gradient of some scalar with respect to ``self``; required unless
+            ``self`` has one element.
+        retain_graph : bool, optional
+            Keep saved arrays so backward can run again through this graph.
+        inputs : sequence of Tensor, optional
+            Accumulate only into these leaves.
+        """
+        from .autograd.engine import backward as _backward
+        _backward((self,), None if gradient is None else (gradient,), retain_graph,
+                  create_graph, inputs)
+
+    def register_hook(self, hook):
+        """Register ``hook(grad) -> Tensor or None`` called with this tensor's gradient.
+
+        Returns a handle whose ``remove()`` unregisters it.
+        """
+        if not self.requires_grad:
+            raise RuntimeError("register_hook: cannot register a hook on a tensor that doesn't require gradient")
+        from .autograd.engine import _HookHandle
+        if self.grad_fn is None:
+            if self._hooks is None:
+                self._hooks = []
+            self._hooks.append(hook)
+            return _HookHandle(self._hooks, hook)
+        node = self.grad_fn
+        if node._out_hooks is None:
+            node._out_hooks = {}
+        hooks = node._out_hooks.setdefault(self._out_idx, [])
+        hooks.append(hook)
+        return _HookHandle(hooks, hook)
+
+    def retain_grad(self):
+        """Keep ``.grad`` of this non-leaf tensor after backward (a no-op on leaves)."""
+        if self.grad_fn is None:
+            if not self.requires_grad:
+                raise RuntimeError("retain_grad: can't retain_grad on a tensor that doesn't require gradient")
+            return
+        import weakref
+        from .autograd.engine import _RetainGrad
+        node = self.grad_fn
+        if node._out_hooks is None:
+            node._out_hooks = {}
+        hooks = node._out_hooks.setdefault(self._out_idx, [])
+        if not any(isinstance(h, _RetainGrad) for h in hooks):
+            hooks.append(_RetainGrad(weakref.ref(self)))
+
+    @property
+    def retains_grad(self):
+        from .autograd.engine import _RetainGrad
+        node = self.grad_fn
+        return bool(node is not None and node._out_hooks and any(
+            isinstance(h, _RetainGrad) for h in node._out_hooks.get(self._out_idx, ())))
+
+    # ---- in-place plumbing ----------------------------------------------------------
+    def _check_inplace(self, opname):
+        from .autograd.grad_mode import _state
+        if _state.enabled and self.requires_grad:
+            if self.grad_fn is None:
+                raise RuntimeError(
+                    f"{opname}: a leaf tensor that requires grad is being used in an in-place "
+                    "operation; wrap it in numbagrad.no_grad() (as optimizers do) or clone it first")
+            if self._base is not None:
+                raise RuntimeError(
+                    f"{opname}: in-place operation on a view of a tensor that requires grad is not "
+                    "supported; use the out-of-place form")
+            return True
+        return False
+
+    def _inplace_result(self, opname, result):
+        """Make ``self`` hold ``result``: rebased into the graph when recording, or
+        written into self's storage (bumping the version counter) otherwise."""
+        if self._check_inplace(opname):
+            # Recording: rebind to the new node. The old buffer stays intact for any node
+            # that saved it, so self gets a fresh version counter one ahead of the old one.
+            v = _Version()
+            v.value = self._version.value + 1
+            self.data = result.data if result.data.dtype == self.data.dtype else result.data.astype(self.data.dtype)
+            self.grad_fn = result.grad_fn
+            self._out_idx = result._out_idx
+            self.requires_grad = result.requires_grad
+            self._version = v
+        else:
+            if result.data.shape != self.data.shape:
+                raise RuntimeError(f"{opname}: output with shape {tuple(self.data.shape)} doesn't match "
+                                   f"the broadcast shape {tuple(result.data.shape)}")
+            np.copyto(self.data, result.data, casting="unsafe") if isinstance(self.data, np.ndarray) \
+                else self.data.copy_from(result.data)
+            self._version.value += 1
+        return self
+
+    def _bump_version(self):
+        self._version.value += 1
+
+    @staticmethod
+    def _from_array(arr, requires_grad=False):
+        """Wrap a backend array without copying (internal fast path)."""
+        t = Tensor.__new__(Tensor)
+        t.data = arr
+        t.requires_grad = requires_grad
+        t.grad = None
+        t.grad_fn = None
+        t._out_idx = 0
+        t._version = _Version()
+        t._hooks = None
+        t._base = None
+        return t
+
+
+def _install_operators():
+    """Bind the Python operators and the method forms of the ops to Tensor."""
+    from . import ops
+    T = Tensor
+
+    def _r(fn):
+        return lambda self, other: fn(other, self)
+
+    T.__add__ = lambda s, o: ops.add(s, o)
+    T.__radd__ = lambda s, o: ops.add(s, o)
+    T.__sub__ = lambda s, o: ops.sub(s, o)
+    T.__rsub__ = _r(ops.sub)
+    T.__mul__ = lambda s, o: ops.mul(s, o)
+    T.__rmul__ = lambda s, o: ops.mul(s, o)
+    T.__truediv__ = lambda s, o: ops.div(s, o)
+    T.__rtruediv__ = _r(ops.div)
+    T.__floordiv__ = lambda s, o: ops.floor_divide(s, o)
+    T.__rfloordiv__ = _r(ops.floor_divide)
+    T.__mod__ = lambda s, o: ops.remainder(s, o)
+    T.__rmod__ = _r(ops.remainder)
+    T.__pow__ = lambda s, o: ops.pow(s, o)
+    T.__rpow__ = _r(ops.pow)
+    T.__matmul__ = lambda s, o: ops.matmul(s, o)
+    T.__rmatmul__ = _r(ops.matmul)
+    T.__neg__ = lambda s: ops.neg(s)
+    T.__pos__ = lambda s: s
+    T.__abs__ = lambda s: ops.abs(s)
+    T.__invert__ = lambda s: ops.logical_not(s)
+    T.__eq__ = lambda s, o: ops.eq(s, o)
+    T.__ne__ = lambda s, o: ops.ne(s, o)
+    T.__lt__ = lambda s, o: ops.lt(s, o)
+    T.__le__ = lambda s, o: ops.le(s, o)
+    T.__gt__ = lambda s, o: ops.gt(s, o)
+    T.__ge__ = lambda s, o: ops.ge(s, o)
+    T.__and__ = lambda s, o: ops.logical_and(s, o)
+    T.__or__ = lambda s, o: ops.logical_or(s, o)
+    T.__xor__ = lambda s, o: ops.logical_xor(s, o)
+    T.__hash__ = object.__hash__
+    T.__getitem__ = lambda s, idx: ops.getitem(s, idx)
+    T.__setitem__ = lambda s, idx, v: ops.setitem(s, idx, v)
+
+    def _iop(name, fn):
+        def inplace(self, other):
+            return self._inplace_result(name, fn(self, other))
+        inplace.__name__ = name
+        return inplace
+
+    T.__iadd__ = T.add_ = _iop("add_", ops.add)
+    T.__isub__ = T.sub_ = _iop("sub_", ops.sub)
+    T.__imul__ = T.mul_ = _iop("mul_", ops.mul)
+    T.__itruediv__ = T.div_ = _iop("div_", ops.div)
+    T.pow_ = _iop("pow_", ops.pow)
+
+    # Methods that forward to the op of the same name with self first.
+    names = """add sub mul div neg pow exp log sqrt rsqrt abs sign square reciprocal sin cos
+    log1p expm1 log2 log10 exp2 floor ceil round trunc clamp clip maximum minimum where eq ne lt le gt ge
+    logical_and logical_or logical_not logical_xor isnan isinf isfinite floor_divide remainder
+    sum mean var std max min amax amin argmax argmin logsumexp prod norm all any cumsum
+    matmul mm bmm reshape view transpose permute expand expand_as squeeze unsqueeze flatten
+    split chunk unbind contiguous clone t repeat flip roll movedim
+    gather scatter_add scatter index_select masked_fill take_along_dim index_add
+    relu leaky_relu elu selu gelu silu sigmoid tanh softplus hardtanh mish softmax log_softmax
+    view_as reshape_as narrow""".split()
+    for n in names:
+        fn = getattr(ops, n, None)
+        if fn is not None and not hasattr(T, n):
+            setattr(T, n, fn)
+    for n in ["clamp", "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "neg",
+              "masked_fill", "scatter_add", "index_add", "fill", "zero", "copy", "clamp_min",
+              "clamp_max", "scatter", "uniform", "normal", "sign", "square", "floor", "ceil",
+              "round", "reciprocal", "sin", "cos", "log1p", "expm1", "t", "exponential",
+              "bernoulli", "unsqueeze", "squeeze", "transpose"]:
+        fn = getattr(ops, n + "_", None)
+        if fn is not None and not hasattr(T, n + "_"):
+            setattr(T, n + "_", fn)
+    T.T = property(lambda s: ops.permute(s, *reversed(range(s.ndim))))
+    T.mT = property(lambda s: ops.transpose(s, -2, -1))
