@@ -23,7 +23,7 @@ def _register_array_type(t):
 def _as_array(x, dtype=None):
     a = np.asarray(x, dtype=dtype)
     if dtype is None:
-        if a.dtype == np.float64 and not isinstance(x, np.ndarray):
+        if a.dtype == np.float64 and not isinstance(x, (np.ndarray, np.generic)):
             a = a.astype(_dtype.get_default_dtype())
         elif a.dtype.kind not in "fiub":
             raise TypeError(f"tensor: unsupported data of dtype {a.dtype}")

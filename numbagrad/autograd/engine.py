@@ -7,6 +7,8 @@ No Python recursion is involved, so a 10,000-op chain is fine. Unless
 ``retain_graph``, each node drops its saved arrays right after its backward ran, so
 the memory of a training step is released while backward is still walking.
 """
+import numpy as np
+
 from ..backend import backend_of
 from .anomaly import _anomaly
 from .function import Function
@@ -211,8 +213,6 @@ def _execute(tensors, grad_tensors, retain_graph, capture, only_leaves):
     seen = set(roots)
     while stack:
         node = stack.pop()
-        if node._freed and node._saved is None and node.__dict__.get("_ran"):
-            pass
         for e in node.next_edges:
             if e is None:
                 continue
@@ -277,10 +277,11 @@ def _execute(tensors, grad_tensors, retain_graph, capture, only_leaves):
                 continue
             if isinstance(g, Tensor):
                 g = g.data
+            elif not isinstance(g, _tensor_mod._ARRAY_TYPES):
+                g = np.asarray(g)  # NumPy ufuncs return scalars for 0-d arrays
             if anomaly:
                 _check_finite(node, i, g)
             if isinstance(child, Function):
-                shape, dtype = (child._out_meta[idx] if child._out_meta is not None else (None, None))
                 deliver(child, idx, g)
                 deps[child] -= 1
                 if deps[child] == 0:
@@ -318,3 +319,4 @@ def _first_backend(grads):
 
 
 from ..tensor import Tensor  # noqa: E402
+from .. import tensor as _tensor_mod  # noqa: E402

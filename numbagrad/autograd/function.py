@@ -34,6 +34,8 @@ Example
 """
 import traceback
 
+import numpy as np
+
 from .grad_mode import _state
 from .anomaly import _anomaly
 
@@ -139,7 +141,7 @@ class Function:
             result = []
             for i, o in enumerate(outs):
                 if not isinstance(o, _ARRAY_TYPES):
-                    o = _as_array(o)
+                    o = np.asarray(o)  # NumPy ufuncs return scalars for 0-d inputs
                 if any(o is nd for nd in non_diff) or o.dtype.kind not in "fc":
                     result.append(_wrap_plain(o))
                 else:
@@ -189,7 +191,7 @@ def _record_saved_versions(ctx, args, outputs):
 
 def _wrap_plain(o):
     t = Tensor.__new__(Tensor)
-    t.data = o if isinstance(o, _ARRAY_TYPES) else _as_array(o)
+    t.data = o if isinstance(o, _ARRAY_TYPES) else np.asarray(o)
     t.requires_grad = False
     t.grad = None
     t.grad_fn = None

@@ -226,3 +226,5 @@ class CPUBackend:
 
 CPU_BACKEND = CPUBackend()
 register_backend(np.ndarray, "cpu", CPU_BACKEND)
+for _t in (np.float16, np.float32, np.float64, np.int8, np.uint8, np.int16, np.int32, np.int64, np.bool_):
+    register_backend(_t, "cpu", CPU_BACKEND)  # NumPy scalars (0-d ufunc results)

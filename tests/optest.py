@@ -1,0 +1,189 @@
+"""The op-test base: one call checks an op's forward against a NumPy reference, its
+gradients against float64 central differences, and (when PyTorch is installed) both
+against PyTorch.
+
+Usage::
+
+    from optest import check_op
+    check_op(ng.exp, np.exp, [randn(3, 4)], torch_fn=torch_or_none("exp"))
+
+* ``fn(*tensors, **kwargs)`` is the numbagrad op; ``ref(*arrays, **kwargs)`` is a plain
+  NumPy reference evaluated in float64 on the same values.
+* ``inputs`` are NumPy arrays (float64 masters); floating ones are cast to each dtype of
+  ``dtypes``; integer/bool ones are passed unchanged and never differentiated.
+* The gradient check runs in float64 with one random output direction ``v``: the
+  analytic ``v^T J`` from ``backward`` is compared with the central difference of
+  ``<v, fn(x)>`` either element by element (small inputs) or along ``n_dirs`` random
+  directions (Chainer's trick for large inputs).
+* ``noncontig=True`` repeats the forward and gradient checks with every floating
+  input made non-contiguous (a transposed copy's transpose).
+"""
+import numpy as np
+
+import numbagrad as ng
+
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+
+TOL = {np.float32: dict(rtol=1e-4, atol=1e-5), np.float64: dict(rtol=1e-7, atol=1e-9)}
+
+
+def randn(*shape, seed=None, low=None):
+    rng = np.random.default_rng(seed if seed is not None else abs(hash(shape)) % (2 ** 32))
+    a = rng.standard_normal(shape)
+    if low is not None:  # keep away from a kink/singularity at 0: |a| >= low
+        a = np.where(np.abs(a) < low, np.sign(a + 1e-12) * low, a)
+    return np.asarray(a, dtype=np.float64)
+
+
+def _is_float(a):
+    return isinstance(a, np.ndarray) and a.dtype.kind == "f"
+
+
+def _noncontig(a):
+    if not _is_float(a) or a.ndim < 1:
+        return a
+    b = np.asfortranarray(a) if a.ndim >= 2 else np.repeat(a, 2)[::2]
+    assert np.array_equal(b, a)
+    return b
+
+
+def _to_tensors(inputs, dtype, requires_grad=False, noncontig=False):
+    out = []
+    for a in inputs:
+        if _is_float(a):
+            arr = a.astype(dtype)
+            if noncontig:
+                arr = _noncontig(arr)
+            t = ng.Tensor._from_array(arr)
+            if requires_grad:
+                t.requires_grad_(True)
+            out.append(t)
+        else:
+            out.append(a)
+    return out
+
+
+def _outputs(r):
+    if isinstance(r, (tuple, list)):
+        return [o for o in r]
+    return [r]
+
+
+def _np(x):
+    if isinstance(x, ng.Tensor):
+        return np.asarray(x.detach().numpy())
+    return np.asarray(x)
+
+
+def _arrays(inputs):
+    return [np.asarray(a) if isinstance(a, np.generic) else a for a in inputs]
+
+
+def check_forward(fn, ref, inputs, dtypes=(np.float32, np.float64), kwargs=None, tol=None, noncontig=False):
+    kwargs = kwargs or {}
+    inputs = _arrays(inputs)
+    expected = [np.asarray(e) for e in _outputs(ref(*inputs, **kwargs))]
+    for dtype in dtypes:
+        for nc in ((False, True) if noncontig else (False,)):
+            got = _outputs(fn(*_to_tensors(inputs, dtype, noncontig=nc), **kwargs))
+            assert len(got) == len(expected), f"{len(got)} outputs, reference has {len(expected)}"
+            for g, e in zip(got, expected):
+                g = _np(g)
+                assert g.shape == e.shape, f"shape {g.shape} != reference {e.shape} (dtype {dtype})"
+                t = (tol or {}).get(dtype, TOL[dtype])
+                if e.dtype.kind == "f":
+                    assert g.dtype == dtype, f"output dtype {g.dtype}, expected {np.dtype(dtype)}"
+                np.testing.assert_allclose(g.astype(np.float64), e.astype(np.float64), err_msg=f"dtype={dtype}", **t)
+
+
+def _scalar_objective(fn, tensors, kwargs, vs):
+    outs = _outputs(fn(*tensors, **kwargs))
+    total = 0.0
+    for o, v in zip(outs, vs):
+        if v is not None:
+            total += float(np.sum(_np(o).astype(np.float64) * v))
+    return total
+
+
+def check_grad(fn, inputs, kwargs=None, eps=1e-6, rtol=1e-5, atol=1e-7, n_dirs=6, max_elementwise=64,
+               noncontig=False, seed=0):
+    """Analytic gradients vs float64 central differences (see the module docstring)."""
+    kwargs = kwargs or {}
+    inputs = _arrays(inputs)
+    rng = np.random.default_rng(seed)
+    for nc in ((False, True) if noncontig else (False,)):
+        ts = _to_tensors(inputs, np.float64, requires_grad=True, noncontig=nc)
+        outs = _outputs(fn(*ts, **kwargs))
+        vs = [rng.standard_normal(o.shape) if isinstance(o, ng.Tensor) and o.requires_grad else None for o in outs]
+        diff = [i for i, t in enumerate(ts) if isinstance(t, ng.Tensor)]
+        used = [o for o, v in zip(outs, vs) if v is not None]
+        assert used, "op produced no differentiable output"
+        ng.autograd.backward(used, [ng.tensor(v) for v in vs if v is not None])
+        for i in diff:
+            ana = np.zeros(ts[i].shape) if ts[i].grad is None else _np(ts[i].grad)
+            assert ana.shape == ts[i].shape, f"grad shape {ana.shape} != input shape {ts[i].shape}"
+            base = [t.detach().numpy().copy() if isinstance(t, ng.Tensor) else t for t in ts]
+
+            def f_at(x):
+                args = [ng.Tensor._from_array(x) if k == i else
+                        (ng.Tensor._from_array(b) if isinstance(ts[k], ng.Tensor) else b)
+                        for k, b in enumerate(base)]
+                with ng.no_grad():
+                    return _scalar_objective(fn, args, kwargs, vs)
+
+            x0 = base[i]
+            if x0.size <= max_elementwise:
+                num = np.zeros(x0.size)
+                for k in range(x0.size):
+                    xp = x0.copy().reshape(-1)
+                    xm = x0.copy().reshape(-1)
+                    xp[k] += eps
+                    xm[k] -= eps
+                    num[k] = (f_at(xp.reshape(x0.shape)) - f_at(xm.reshape(x0.shape))) / (2 * eps)
+                np.testing.assert_allclose(ana.reshape(-1), num, rtol=rtol, atol=atol,
+                                           err_msg=f"gradient of input {i} (noncontig={nc})")
+            else:
+                for _ in range(n_dirs):
+                    d = rng.standard_normal(x0.shape)
+                    num = (f_at(x0 + eps * d) - f_at(x0 - eps * d)) / (2 * eps)
+                    np.testing.assert_allclose(np.sum(ana * d), num, rtol=rtol, atol=atol * max(1, x0.size),
+                                               err_msg=f"directional gradient of input {i} (noncontig={nc})")
+
+
+def check_torch(fn, torch_fn, inputs, kwargs=None, torch_kwargs=None, dtype=np.float64, rtol=1e-6, atol=1e-8,
+                grad=True):
+    """Forward and gradients equal to PyTorch's (skips silently when torch is missing)."""
+    if torch is None or torch_fn is None:
+        return
+    kwargs = kwargs or {}
+    inputs = _arrays(inputs)
+    torch_kwargs = kwargs if torch_kwargs is None else torch_kwargs
+    ts = _to_tensors(inputs, dtype, requires_grad=grad)
+    tt = [torch.tensor(a.astype(dtype), requires_grad=grad) if _is_float(a) else
+          (torch.from_numpy(a) if isinstance(a, np.ndarray) else a) for a in inputs]
+    outs = _outputs(fn(*ts, **kwargs))
+    touts = _outputs(torch_fn(*tt, **torch_kwargs))
+    rng = np.random.default_rng(1)
+    for o, to in zip(outs, touts):
+        np.testing.assert_allclose(_np(o), to.detach().numpy(), rtol=rtol, atol=atol, err_msg="vs torch forward")
+    if not grad:
+        return
+    pairs = [(o, to) for o, to in zip(outs, touts) if isinstance(o, ng.Tensor) and o.requires_grad]
+    vs = [rng.standard_normal(o.shape) for o, _ in pairs]
+    ng.autograd.backward([o for o, _ in pairs], [ng.tensor(v.astype(dtype)) for v in vs])
+    torch.autograd.backward([to for _, to in pairs], [torch.tensor(v.astype(dtype)) for v in vs])
+    for t, tt_ in zip(ts, tt):
+        if isinstance(t, ng.Tensor) and tt_.grad is not None:
+            np.testing.assert_allclose(_np(t.grad), tt_.grad.numpy(), rtol=rtol, atol=atol, err_msg="vs torch grad")
+
+
+def check_op(fn, ref, inputs, kwargs=None, dtypes=(np.float32, np.float64), grad=True, torch_fn=None,
+             torch_kwargs=None, noncontig=True, tol=None, grad_tol=None):
+    """Forward (every dtype, contiguous and not), float64 gradients, and torch parity."""
+    check_forward(fn, ref, inputs, dtypes=dtypes, kwargs=kwargs, tol=tol, noncontig=noncontig)
+    if grad:
+        check_grad(fn, inputs, kwargs=kwargs, noncontig=noncontig, **(grad_tol or {}))
+    check_torch(fn, torch_fn, inputs, kwargs=kwargs, torch_kwargs=torch_kwargs, grad=grad)
