@@ -50,10 +50,18 @@ def _tensor(arr):
 
 
 def _run_hooks(hooks, g):
+    # retain_grad's hook runs after every other hook, whatever the order of
+    # registration, so .grad shows the gradient that flows on (PyTorch >= 2.0).
+    retain = None
     for h in list(hooks):
+        if isinstance(h, _RetainGrad):
+            retain = h
+            continue
         r = h(_tensor(g))
         if r is not None:
             g = r.data if isinstance(r, Tensor) else r
+    if retain is not None:
+        retain(_tensor(g))
     return g
 
 

@@ -22,11 +22,12 @@ class MatMul(Function):
         na, nb = ctx.needs_input_grad
         a2 = a.reshape(1, -1) if a.ndim == 1 else a
         b2 = b.reshape(-1, 1) if b.ndim == 1 else b
+        # Restore the dimensions matmul removed for 1-D operands.
         g2 = g
         if a.ndim == 1:
-            g2 = np.expand_dims(g2, -2)
+            g2 = g2.reshape(g2.shape[:-1] + (1,) + g2.shape[-1:]) if b.ndim > 1 else g2.reshape(1)
         if b.ndim == 1:
-            g2 = np.expand_dims(g2, -1)
+            g2 = g2.reshape(g2.shape + (1,))
         ga = gb = None
         if na:
             ga = be.matmul(g2, np.swapaxes(b2, -1, -2))

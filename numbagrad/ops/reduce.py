@@ -1,4 +1,5 @@
 """Reductions over any set of axes, with ``keepdim``."""
+import builtins
 import collections
 
 import numpy as np
@@ -66,7 +67,7 @@ def var(input, dim=None, unbiased=None, keepdim=False, correction=None):
     n = int(np.prod([input.shape[a] for a in axes])) if axes else 1
     mu = mean(input, axes, keepdim=True)
     d = ew.sub(input, mu)
-    return ew.mul(sum(ew.mul(d, d), axes, keepdim), 1.0 / max(n - correction, 0) if n - correction > 0 else float("nan"))
+    return ew.mul(sum(ew.mul(d, d), axes, keepdim), 1.0 / builtins.max(n - correction, 0) if n - correction > 0 else float("nan"))
 
 
 def std(input, dim=None, unbiased=None, keepdim=False, correction=None):
@@ -245,16 +246,17 @@ class LogSumExp(Function):
         s = be.sum(e, axis=axes, keepdims=True)
         with np.errstate(divide="ignore"):
             y = be.add(be.log(s), m)
-        ctx.save_for_backward(x, y)
+        ctx.save_for_backward(x, m, s)
         ctx.axes = axes
         return y if keepdim else y.reshape(tuple(d for i, d in enumerate(y.shape) if i not in axes))
 
     @staticmethod
     def backward(ctx, g):
-        x, y = ctx.saved_tensors
+        x, m, s = ctx.saved_tensors
         be = backend_of(g)
-        # d lse / dx = softmax(x) = exp(x - lse)
-        return be.mul(g.reshape(y.shape), be.exp(be.sub(x, y))), None, None
+        # d lse / dx = softmax(x) = exp(x - m) / s. NOTE: not exp(x - lse): in float32
+        # lse = 1e4 + log(s) is rounded to ~1e-3, which would bias the gradient.
+        return be.mul(be.div(g.reshape(m.shape), s), be.exp(be.sub(x, m))), None, None
 
 
 def logsumexp(input, dim=None, keepdim=False):

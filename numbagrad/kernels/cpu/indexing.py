@@ -1,0 +1,168 @@
+"""Indexing kernels: gather / scatter / index_select / index_add / embedding / one_hot.
+
+Every kernel works on a canonical 3-D view ``(A, N, B)`` of its tensor, where the op's
+dimension ``dim`` is the middle axis: ``A = prod(shape[:dim])``, ``N = shape[dim]``,
+``B = prod(shape[dim+1:])``. Callers (``numbagrad/ops/indexing.py``) pass C-contiguous
+arrays reshaped that way, int64 indices that are already checked to lie in ``[0, N)``,
+and preallocated outputs; nothing is allocated here.
+
+Races: a scatter writes ``out[a, index[...], b]``, so two iterations with different
+``(a, b)`` never touch the same element. The parallel loops therefore run over ``a``
+and over blocks of ``b`` while the loop over the (possibly duplicated) indices stays
+serial inside each task: scatter-add with duplicate indices is race-free and
+deterministic (same summation order as the serial twin).
+
+Each kernel is a :class:`_Twin`: a serial build for small work and a ``prange`` build
+above ``config.PARALLEL_THRESHOLD`` elements of work.
+"""
+from numba import prange
+
+from ...backend import config
+from .._jit import cpu_jit, _renamed
+
+# Width of the b-blocks the scatter kernels split their rows into across threads.
+_BLK = 512
+
+
+class _Twin:
+    """A kernel with a serial twin and a ``parallel=True`` twin (as ``FlatKernel``, but
+    for N-d arrays: the work size is ``args[work].size``)."""
+
+    __slots__ = ("serial", "parallel", "work", "__name__", "__dict__")
+
+    def __init__(self, fn, work):
+        self.serial = cpu_jit(fn)
+        self.parallel = cpu_jit(_renamed(fn, "_par"), parallel=True) if config.PARALLEL else self.serial
+        self.work = work
+        self.__name__ = fn.__name__
+        self.__doc__ = fn.__doc__
+
+    def __call__(self, *args):
+        if args[self.work].size >= config.PARALLEL_THRESHOLD:
+            return self.parallel(*args)
+        return self.serial(*args)
+
+
+def _twin(work):
+    return lambda fn: _Twin(fn, work)
+
+
+# ---- gather / scatter (index has the shape of the output / source) -----------------------
+@_twin(work=2)
+def _gather_fwd_cpu(x, index, out):
+    """out[a, i, b] = x[a, index[a, i, b], b]."""
+    A, M, B = out.shape
+    for t in prange(A * M):
+        a = t // M
+        i = t - a * M
+        for b in range(B):
+            out[a, i, b] = x[a, index[a, i, b], b]
+
+
+@_twin(work=1)
+def _scatter_add_fwd_cpu(out, index, src):
+    """out[a, index[a, i, b], b] += src[a, i, b] (duplicates accumulate)."""
+    A, M, B = index.shape
+    nb = (B + _BLK - 1) // _BLK
+    for t in prange(A * nb):
+        a = t // nb
+        b0 = (t - a * nb) * _BLK
+        b1 = min(b0 + _BLK, B)
+        for i in range(M):
+            for b in range(b0, b1):
+                out[a, index[a, i, b], b] += src[a, i, b]
+
+
+@_twin(work=1)
+def _scatter_fwd_cpu(out, index, src):
+    """out[a, index[a, i, b], b] = src[a, i, b] (the last duplicate wins)."""
+    A, M, B = index.shape
+    nb = (B + _BLK - 1) // _BLK
+    for t in prange(A * nb):
+        a = t // nb
+        b0 = (t - a * nb) * _BLK
+        b1 = min(b0 + _BLK, B)
+        for i in range(M):
+            for b in range(b0, b1):
+                out[a, index[a, i, b], b] = src[a, i, b]
+
+
+@_twin(work=1)
+def _scatter_fill_fwd_cpu(out, index, value):
+    """out[a, index[a, i, b], b] = value (also zeroes the scattered positions of a gradient)."""
+    A, M, B = index.shape
+    nb = (B + _BLK - 1) // _BLK
+    for t in prange(A * nb):
+        a = t // nb
+        b0 = (t - a * nb) * _BLK
+        b1 = min(b0 + _BLK, B)
+        for i in range(M):
+            for b in range(b0, b1):
+                out[a, index[a, i, b], b] = value
+
+
+# ---- index_select / index_add (one 1-D index along the middle axis) ------------------------
+@_twin(work=2)
+def _index_select_fwd_cpu(x, index, out):
+    """out[a, i, b] = x[a, index[i], b]."""
+    A, M, B = out.shape
+    for t in prange(A * M):
+        a = t // M
+        i = t - a * M
+        r = index[i]
+        for b in range(B):
+            out[a, i, b] = x[a, r, b]
+
+
+@_twin(work=2)
+def _index_add_fwd_cpu(out, index, src, alpha):
+    """out[a, index[i], b] += alpha * src[a, i, b] (duplicates accumulate).
+
+    Also the backward of index_select, of advanced getitem with one integer index, and
+    (with A == 1) the row scatter-add ``out[index[i], :] += src[i, :]``.
+    """
+    A, M, B = src.shape
+    nb = (B + _BLK - 1) // _BLK
+    for t in prange(A * nb):
+        a = t // nb
+        b0 = (t - a * nb) * _BLK
+        b1 = min(b0 + _BLK, B)
+        for i in range(M):
+            r = index[i]
+            for b in range(b0, b1):
+                out[a, r, b] += alpha * src[a, i, b]
+
+
+# ---- embedding and one_hot ----------------------------------------------------------------
+@_twin(work=2)
+def _embedding_fwd_cpu(weight, index, out):
+    """out[i, :] = weight[index[i], :] for a flat index and a 2-D output."""
+    M, D = out.shape
+    for i in prange(M):
+        r = index[i]
+        for d in range(D):
+            out[i, d] = weight[r, d]
+
+
+@_twin(work=2)
+def _embedding_bwd_cpu(grad_weight, index, grad, padding_idx):
+    """grad_weight[index[i], :] += grad[i, :], skipping rows equal to padding_idx
+    (pass -1 for none). Parallel over column blocks, serial over the indices."""
+    M, D = grad.shape
+    nb = (D + _BLK - 1) // _BLK
+    for t in prange(nb):
+        d0 = t * _BLK
+        d1 = min(d0 + _BLK, D)
+        for i in range(M):
+            r = index[i]
+            if r == padding_idx:
+                continue
+            for d in range(d0, d1):
+                grad_weight[r, d] += grad[i, d]
+
+
+@cpu_jit
+def _one_hot_fwd_cpu(index, out):
+    """out[i, index[i]] = 1 for a zero-filled 2-D output."""
+    for i in range(index.shape[0]):
+        out[i, index[i]] = 1
