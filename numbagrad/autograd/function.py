@@ -112,59 +112,38 @@ class Function:
                 arrays.append(a.data)
                 r = a.requires_grad
                 needs.append(r)
-                any_req = any_req or r
+                if r:
+                    any_req = True
             else:
                 arrays.append(a)
                 needs.append(False)
         ctx.needs_input_grad = tuple(needs)
         out = cls.forward(ctx, *arrays)
-        record = any_req and _state.enabled
         multi = type(out) is tuple
-        outs = out if multi else (out,)
-        if not record:
-            result = tuple(_wrap_plain(o) for o in outs)
+        if not (any_req and _state.enabled):
+            result = tuple(_wrap_plain(o) for o in out) if multi else _wrap_plain(out)
         else:
-            edges = []
-            for a, r in zip(args, needs):
-                if not r:
-                    edges.append(None)
-                elif a.grad_fn is None:
-                    edges.append((a, -1))
-                else:
-                    edges.append((a.grad_fn, a._out_idx))
-            ctx.next_edges = tuple(edges)
+            ctx.next_edges = tuple(
+                None if not r else ((a, -1) if a.grad_fn is None else (a.grad_fn, a._out_idx))
+                for a, r in zip(args, needs))
             ctx._out_hooks = None
             ctx._freed = False
-            ctx._out_meta = tuple((o.shape, o.dtype) for o in outs) if multi else None
             ctx._trace = traceback.format_stack()[:-1] if _anomaly.enabled else None
-            non_diff = ctx._non_diff
-            result = []
-            for i, o in enumerate(outs):
-                if not isinstance(o, _ARRAY_TYPES):
-                    o = np.asarray(o)  # NumPy ufuncs return scalars for 0-d inputs
-                if any(o is nd for nd in non_diff) or o.dtype.kind not in "fc":
-                    result.append(_wrap_plain(o))
-                else:
-                    t = Tensor.__new__(Tensor)
-                    t.data = o
-                    t.requires_grad = True
-                    t.grad = None
-                    t.grad_fn = ctx
-                    t._out_idx = i
-                    t._version = _Version()
-                    t._hooks = None
-                    t._base = None
-                    result.append(t)
-            result = tuple(result)
+            if multi:
+                ctx._out_meta = tuple((o.shape, o.dtype) for o in out)
+                result = tuple(_wrap_out(ctx, o, i) for i, o in enumerate(out))
+            else:
+                ctx._out_meta = None
+                result = _wrap_out(ctx, out, 0)
             if ctx._saved:
-                _record_saved_versions(ctx, args, result)
+                _record_saved_versions(ctx, args, result if multi else (result,))
         if cls.view_of is not None:
             base = args[cls.view_of]
             if isinstance(base, Tensor):
-                v = result[0]
+                v = result[0] if multi else result
                 v._version = base._version
                 v._base = base if base._base is None else base._base
-        return result if multi else result[0]
+        return result
 
     def name(self):
         return type(self).__name__
@@ -187,6 +166,25 @@ def _record_saved_versions(ctx, args, outputs):
                     break
     if versions:
         ctx.__dict__["_saved_versions"] = versions
+
+
+def _wrap_out(ctx, o, i):
+    """Wrap output ``i`` of a recorded node: differentiable unless integer/bool or marked."""
+    if not isinstance(o, _ARRAY_TYPES):
+        o = np.asarray(o)  # NumPy ufuncs return scalars for 0-d inputs
+    non_diff = ctx._non_diff
+    if o.dtype.kind not in "fc" or (non_diff and any(o is nd for nd in non_diff)):
+        return _wrap_plain(o)
+    t = Tensor.__new__(Tensor)
+    t.data = o
+    t.requires_grad = True
+    t.grad = None
+    t.grad_fn = ctx
+    t._out_idx = i
+    t._version = _Version()
+    t._hooks = None
+    t._base = None
+    return t
 
 
 def _wrap_plain(o):
