@@ -342,7 +342,9 @@ class Tensor:
     def _inplace_result(self, opname, result):
         """Make ``self`` hold ``result``: rebased into the graph when recording, or
         written into self's storage (bumping the version counter) otherwise."""
-        if self._check_inplace(opname):
+        from .autograd.grad_mode import _state
+        if self._check_inplace(opname) or (
+                _state.enabled and result.requires_grad and self._base is None):
             # Recording: rebind to the new node. The old buffer stays intact for any node
             # that saved it, so self gets a fresh version counter one ahead of the old one.
             v = _Version()
@@ -441,7 +443,7 @@ def _install_operators():
     split chunk unbind contiguous clone t repeat flip roll movedim
     gather scatter_add scatter index_select masked_fill take_along_dim index_add
     relu leaky_relu elu selu gelu silu sigmoid tanh softplus hardtanh mish softmax log_softmax
-    view_as reshape_as narrow""".split()
+    view_as reshape_as narrow nonzero masked_select take argwhere""".split()
     for n in names:
         fn = getattr(ops, n, None)
         if fn is not None and not hasattr(T, n):

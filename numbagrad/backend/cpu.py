@@ -92,7 +92,10 @@ class CPUBackend:
         """A 1-D C-contiguous view of ``a`` (a copy only if ``a`` is strided)."""
         return np.ascontiguousarray(a).reshape(-1)
 
-    contiguous = staticmethod(np.ascontiguousarray)
+    @staticmethod
+    def contiguous(a):
+        """``a`` itself if C-contiguous, else a C-contiguous copy (0-d stays 0-d)."""
+        return a if a.flags.c_contiguous else CPUBackend.copy(a)
 
     @staticmethod
     def broadcast_to(a, shape):
