@@ -81,7 +81,7 @@ class CPUBackend:
     @staticmethod
     def copy(a):
         out = np.empty(a.shape, a.dtype)
-        if a.flags.c_contiguous:
+        if a.flags.c_contiguous and a.dtype != np.float16:  # no float16 in CPU @njit
             _ew._copy_cpu(a.reshape(-1), out.reshape(-1))
         else:
             np.copyto(out, a)
@@ -105,7 +105,7 @@ class CPUBackend:
     @staticmethod
     def _binary(ufunc, kern, a, b):
         if (type(a) is np.ndarray and type(b) is np.ndarray and a.shape == b.shape
-                and a.dtype == b.dtype and a.size >= config.PARALLEL_THRESHOLD
+                and a.dtype == b.dtype and a.size >= config.PARALLEL_THRESHOLD and a.dtype != np.float16
                 and a.flags.c_contiguous and b.flags.c_contiguous):
             out = np.empty(a.shape, a.dtype)
             kern.parallel(a.reshape(-1), b.reshape(-1), out.reshape(-1))
@@ -126,7 +126,7 @@ class CPUBackend:
 
     @staticmethod
     def neg(a):
-        if a.size >= config.PARALLEL_THRESHOLD and a.flags.c_contiguous:
+        if a.size >= config.PARALLEL_THRESHOLD and a.flags.c_contiguous and a.dtype != np.float16:
             out = np.empty(a.shape, a.dtype)
             _ew._neg_fwd_cpu.parallel(a.reshape(-1), out.reshape(-1))
             return out
@@ -136,7 +136,8 @@ class CPUBackend:
     def accumulate(dst, src):
         """``dst += src`` in place (gradient accumulation); ``src`` may broadcast."""
         if (dst.shape == src.shape and dst.dtype == src.dtype and dst.flags.c_contiguous
-                and src.flags.c_contiguous and dst.size >= config.PARALLEL_THRESHOLD):
+                and src.flags.c_contiguous and dst.size >= config.PARALLEL_THRESHOLD
+                and dst.dtype != np.float16):
             _ew._axpy_cpu.parallel(dst.reshape(-1), dst.dtype.type(1), src.reshape(-1))
         else:
             np.add(dst, src, out=dst, casting="unsafe")

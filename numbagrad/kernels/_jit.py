@@ -44,8 +44,9 @@ class FlatKernel:
 
     The kernel is written once with ``prange``; calls whose first argument has fewer
     than ``config.PARALLEL_THRESHOLD`` elements run the serial twin, others the
-    parallel one. Every array argument must be 1-D and C-contiguous (callers pass
-    ``a.reshape(-1)`` of contiguous arrays).
+    parallel one. The choice looks only at ``args[0].size``; elementwise kernels take
+    1-D C-contiguous arrays (callers pass ``a.reshape(-1)``), row kernels (softmax)
+    take 2-D ones.
     """
 
     __slots__ = ("serial", "parallel", "__name__", "__dict__")

@@ -18,9 +18,6 @@ from .shape import (cast, to_device, reshape, view, view_as, reshape_as, flatten
                     pad, flip, roll, repeat, tile)
 from .indexing import *  # noqa: F401,F403
 from .indexing import getitem, setitem  # noqa: F401
-try:
-    from .activation import *  # noqa: F401,F403
-    from .softmax import *  # noqa: F401,F403
-    from .dropout import *  # noqa: F401,F403
-except ImportError:  # pragma: no cover - while the families are being written
-    pass
+from .activation import *  # noqa: F401,F403
+from .softmax import *  # noqa: F401,F403
+from .dropout import *  # noqa: F401,F403

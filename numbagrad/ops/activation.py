@@ -1,0 +1,363 @@
+"""Activation functions with PyTorch's names, arguments and semantics
+(``torch.nn.functional.relu``, ``gelu(approximate='tanh')``, ``softplus(beta, threshold)``...).
+
+Each op is a :class:`Function` whose forward and backward launch the backend kernels
+``activation/<op>_fwd`` and ``activation/<op>_bwd`` (``numbagrad/kernels/cpu/activation.py``
+on the CPU; its docstring has the NumPy-vs-@njit measurements behind each formulation).
+The kernels see flat contiguous arrays; a strided input is copied once.
+
+dtypes: float32/float64 run natively; float16 is computed in float32 and cast back
+(CPU @njit has no float16); integer and bool inputs are cast to the default float dtype.
+``inplace=True`` (where PyTorch's functional form has it) writes the result into
+``input``'s storage and moves ``input`` onto the graph, as PyTorch does.
+
+Numerics: sigmoid, silu, softplus, logsigmoid and mish only ever exponentiate ``-|x|``,
+so inputs of +-1e4 give finite values and gradients. Gradients at kinks follow PyTorch
+(relu'(0) = 0, leaky_relu'(0) = slope, hardtanh passes the gradient only strictly
+inside ``(min_val, max_val)``, elu uses its negative branch at 0).
+"""
+import numpy as np
+
+from .. import _dtype
+from ..autograd.function import Function
+from ..backend import backend_of
+from ..tensor import Tensor
+from ._util import as_tensor_arg
+
+__all__ = ["relu", "relu_", "relu6", "leaky_relu", "leaky_relu_", "elu", "elu_", "selu", "selu_",
+           "celu", "celu_", "gelu", "silu", "sigmoid", "sigmoid_", "tanh", "tanh_", "softplus",
+           "hardtanh", "hardtanh_", "hardsigmoid", "hardswish", "mish", "logsigmoid", "softsign",
+           "threshold", "threshold_", "prelu", "glu", "tanhshrink", "softshrink", "hardshrink"]
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+class _Activation(Function):
+    """A unary activation ``y = f(x; *params)`` run by the ``activation`` kernels.
+
+    Subclasses set ``kernel`` (the kernel stem: ``<kernel>_fwd`` / ``<kernel>_bwd``) and
+    ``saves``: which of ``x`` and ``y`` the backward kernel reads, in its argument order.
+    Extra arguments of ``apply`` are scalar parameters, cast to the input's dtype and
+    passed to both kernels after the arrays.
+    """
+
+    kernel = None
+    saves = "x"
+
+    @staticmethod
+    def forward(ctx, x, *params):
+        be = backend_of(x)
+        dt = x.dtype.type
+        p = tuple(dt(v) for v in params)
+        out = be.empty(x.shape, x.dtype)
+        be.kernel("activation", ctx.kernel + "_fwd")(be.flat(x), *p, out.reshape(-1))
+        ctx.params = p
+        s = ctx.saves
+        ctx.save_for_backward(*(x if c == "x" else out for c in s))
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        be = backend_of(g)
+        saved = ctx.saved_tensors
+        gx = be.empty(g.shape, g.dtype)
+        be.kernel("activation", ctx.kernel + "_bwd")(
+            be.flat(g), *(be.flat(s) for s in saved), *ctx.params, gx.reshape(-1))
+        return (gx,) + (None,) * len(ctx.params)
+
+
+def _fn(name, kernel, saves):
+    cls = type(name, (_Activation,), {"kernel": kernel, "saves": saves, "__slots__": ()})
+    cls.__qualname__ = name
+    return cls
+
+
+Relu = _fn("Relu", "relu", "y")
+LeakyRelu = _fn("LeakyRelu", "leaky_relu", "x")
+Hardtanh = _fn("Hardtanh", "hardtanh", "x")
+Hardsigmoid = _fn("Hardsigmoid", "hardsigmoid", "x")
+Hardswish = _fn("Hardswish", "hardswish", "x")
+Softsign = _fn("Softsign", "softsign", "x")
+Sigmoid = _fn("Sigmoid", "sigmoid", "y")
+Tanh = _fn("Tanh", "tanh", "y")
+Silu = _fn("Silu", "silu", "x")
+Softplus = _fn("Softplus", "softplus", "x")
+Mish = _fn("Mish", "mish", "x")
+Elu = _fn("Elu", "elu", "xy")
+Gelu = _fn("Gelu", "gelu", "x")
+GeluTanh = _fn("GeluTanh", "gelu_tanh", "x")
+
+
+class Logsigmoid(Function):
+    """log(sigmoid(x)); keeps exp(-|x|) from the forward for the backward (as PyTorch)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        be = backend_of(x)
+        out = be.empty(x.shape, x.dtype)
+        buf = be.empty(x.shape, x.dtype)
+        be.kernel("activation", "logsigmoid_fwd")(be.flat(x), out.reshape(-1), buf.reshape(-1))
+        ctx.save_for_backward(x, buf)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        be = backend_of(g)
+        x, buf = ctx.saved_tensors
+        gx = be.empty(g.shape, g.dtype)
+        be.kernel("activation", "logsigmoid_bwd")(be.flat(g), be.flat(x), buf.reshape(-1), gx.reshape(-1))
+        return gx
+
+
+# ---- dtype handling and the public functions ----------------------------------------------------
+def _float_input(input, name):
+    """(tensor to compute on, dtype to return in): ints -> default float, float16 -> float32."""
+    from .shape import cast
+    x = as_tensor_arg(input, name)
+    d = x.dtype
+    if d.kind != "f":
+        return cast(x, _dtype.get_default_dtype()), None
+    if d == np.float16:
+        return cast(x, _dtype.float32), d
+    return x, None
+
+
+def _run(cls, input, name, *params, inplace=False):
+    x, back = _float_input(input, name)
+    y = cls.apply(x, *params)
+    if back is not None:
+        from .shape import cast
+        y = cast(y, back)
+    if inplace:
+        if not isinstance(input, Tensor):
+            raise TypeError(f"{name}: inplace=True needs a Tensor input")
+        return input._inplace_result(name + "_", y)
+    return y
+
+
+def relu(input, inplace=False):
+    """max(x, 0); the gradient at 0 is 0."""
+    return _run(Relu, input, "relu", inplace=inplace)
+
+
+def relu_(input):
+    return relu(input, inplace=True)
+
+
+def relu6(input, inplace=False):
+    """min(max(x, 0), 6) (``hardtanh(x, 0, 6)``)."""
+    return _run(Hardtanh, input, "relu6", 0.0, 6.0, inplace=inplace)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    """x if x > 0 else negative_slope * x."""
+    return _run(LeakyRelu, input, "leaky_relu", negative_slope, inplace=inplace)
+
+
+def leaky_relu_(input, negative_slope=0.01):
+    return leaky_relu(input, negative_slope, inplace=True)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    """clamp(x, min_val, max_val); the gradient passes only strictly inside the interval."""
+    if min_val > max_val:
+        raise ValueError(f"hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
+    return _run(Hardtanh, input, "hardtanh", min_val, max_val, inplace=inplace)
+
+
+def hardtanh_(input, min_val=-1.0, max_val=1.0):
+    return hardtanh(input, min_val, max_val, inplace=True)
+
+
+def hardsigmoid(input, inplace=False):
+    """relu6(x + 3) / 6."""
+    return _run(Hardsigmoid, input, "hardsigmoid", inplace=inplace)
+
+
+def hardswish(input, inplace=False):
+    """x * relu6(x + 3) / 6."""
+    return _run(Hardswish, input, "hardswish", inplace=inplace)
+
+
+def softsign(input):
+    """x / (1 + |x|)."""
+    return _run(Softsign, input, "softsign")
+
+
+def sigmoid(input):
+    """1 / (1 + exp(-x)), computed from exp(-|x|) (no overflow)."""
+    return _run(Sigmoid, input, "sigmoid")
+
+
+def sigmoid_(input):
+    return _run(Sigmoid, input, "sigmoid", inplace=True)
+
+
+def tanh(input):
+    """Hyperbolic tangent."""
+    return _run(Tanh, input, "tanh")
+
+
+def tanh_(input):
+    return _run(Tanh, input, "tanh", inplace=True)
+
+
+def silu(input, inplace=False):
+    """x * sigmoid(x) (swish)."""
+    return _run(Silu, input, "silu", inplace=inplace)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    """log(1 + exp(beta * x)) / beta, or x where beta * x > threshold."""
+    if beta == 0:
+        raise ValueError("softplus: beta must be nonzero")
+    return _run(Softplus, input, "softplus", beta, threshold)
+
+
+def mish(input, inplace=False):
+    """x * tanh(softplus(x))."""
+    return _run(Mish, input, "mish", inplace=inplace)
+
+
+def logsigmoid(input):
+    """log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|))."""
+    return _run(Logsigmoid, input, "logsigmoid")
+
+
+def elu(input, alpha=1.0, inplace=False):
+    """x if x > 0 else alpha * (exp(x) - 1)."""
+    return _run(Elu, input, "elu", alpha, 1.0, 1.0, inplace=inplace)
+
+
+def elu_(input, alpha=1.0):
+    return elu(input, alpha, inplace=True)
+
+
+def selu(input, inplace=False):
+    """scale * elu(x, alpha) with the self-normalising constants of Klambauer et al."""
+    return _run(Elu, input, "selu", _SELU_ALPHA, _SELU_SCALE, 1.0, inplace=inplace)
+
+
+def selu_(input):
+    return selu(input, inplace=True)
+
+
+def celu(input, alpha=1.0, inplace=False):
+    """max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
+    if alpha == 0:
+        raise ValueError("celu: alpha must be nonzero (ZeroDivisionError)")
+    return _run(Elu, input, "celu", alpha, 1.0, 1.0 / alpha, inplace=inplace)
+
+
+def celu_(input, alpha=1.0):
+    return celu(input, alpha, inplace=True)
+
+
+def gelu(input, approximate="none"):
+    """x * Phi(x) (``approximate='none'``) or its tanh approximation (``'tanh'``)."""
+    if approximate == "none":
+        return _run(Gelu, input, "gelu")
+    if approximate == "tanh":
+        return _run(GeluTanh, input, "gelu")
+    raise ValueError(f"gelu: approximate argument must be either 'none' or 'tanh', got {approximate!r}")
+
+
+# ---- composite activations (PyTorch's less common ones) ---------------------------------------------
+class Threshold(Function):
+    @staticmethod
+    def forward(ctx, x, thr, value):
+        be = backend_of(x)
+        keep = be.greater(x, thr)
+        ctx.save_for_backward(keep)
+        return be.where(keep, x, x.dtype.type(value)).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        (keep,) = ctx.saved_tensors
+        return backend_of(g).where(keep, g, g.dtype.type(0)), None, None
+
+
+def threshold(input, threshold, value, inplace=False):
+    """x if x > threshold else value (the gradient passes where x > threshold)."""
+    return _run(Threshold, input, "threshold", threshold, value, inplace=inplace)
+
+
+def threshold_(input, threshold, value):
+    return _run(Threshold, input, "threshold", threshold, value, inplace=True)
+
+
+class PReLU(Function):
+    """x if x > 0 else weight * x, ``weight`` broadcast along dim 1 (or a single value)."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        be = backend_of(x)
+        if w.size == 1:
+            wb = w.reshape(())
+        else:
+            wb = w.reshape((1, w.size) + (1,) * (x.ndim - 2))
+        pos = be.greater(x, 0)
+        ctx.save_for_backward(x, w)
+        ctx.wb_shape = wb.shape
+        return be.where(pos, x, be.mul(wb, x)).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        be = backend_of(g)
+        wb = w.reshape(ctx.wb_shape)
+        pos = be.greater(x, 0)
+        zero = g.dtype.type(0)
+        gx = be.where(pos, g, be.mul(g, wb)).astype(g.dtype, copy=False) if ctx.needs_input_grad[0] else None
+        gw = None
+        if ctx.needs_input_grad[1]:
+            gw = be.sum_to_shape(be.where(pos, zero, be.mul(g, x)), wb.shape if wb.ndim else ())
+            gw = gw.reshape(w.shape)
+        return gx, gw
+
+
+def prelu(input, weight):
+    """Parametric relu (``torch.nn.functional.prelu``)."""
+    x = as_tensor_arg(input, "prelu")
+    w = as_tensor_arg(weight, "prelu")
+    if w.numel() != 1:
+        if x.ndim < 2 or x.shape[1] != w.numel():  # below 2 dims there is no channel dim
+            raise RuntimeError(f"prelu: mismatch of parameter numbers ({w.numel()}) and input channel size "
+                               f"(input shape {tuple(x.shape)})")
+    if w.dtype != x.dtype:
+        from .shape import cast
+        w = cast(w, x.dtype)
+    return PReLU.apply(x, w)
+
+
+def glu(input, dim=-1):
+    """a * sigmoid(b) where (a, b) are the halves of ``input`` along ``dim``."""
+    from .shape import chunk
+    x = as_tensor_arg(input, "glu")
+    if x.ndim == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    n = x.shape[dim]
+    if n % 2:
+        raise RuntimeError(f"glu: halving dimension must be even, but dimension {dim % x.ndim} is size {n}")
+    a, b = chunk(x, 2, dim)
+    return a * sigmoid(b)
+
+
+def tanhshrink(input):
+    """x - tanh(x)."""
+    return input - tanh(input)
+
+
+def softshrink(input, lambd=0.5):
+    """x - lambd if x > lambd, x + lambd if x < -lambd, else 0."""
+    from .elementwise import where, sub, add
+    x = as_tensor_arg(input, "softshrink")
+    return where(x > lambd, sub(x, lambd), where(x < -lambd, add(x, lambd), x * 0))
+
+
+def hardshrink(input, lambd=0.5):
+    """x where |x| > lambd else 0."""
+    from .elementwise import where, abs as _abs
+    x = as_tensor_arg(input, "hardshrink")
+    return where(_abs(x) > lambd, x, x * 0)
