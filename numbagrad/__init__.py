@@ -26,3 +26,5 @@ from .ops import *  # noqa: F401,F403
 from .ops import max, min, sum, abs, round, pow, all, any  # noqa: F401
 
 _install_operators()
+
+from . import nn, optim, data  # noqa: E402,F401

@@ -11,23 +11,214 @@ Forward, per row ``i`` with target ``t`` and (optional) class weights ``w``::
     p_c  = exp(x_c - lse)                                   (kept for backward)
     loss = (1-eps) w_t (lse - x_t) + eps/C * sum_c w_c (lse - x_c)
 
-and backward (``g`` the upstream gradient of the row)::
+and backward (``g`` the upstream gradient of the row), one pass from the saved ``p``::
 
     dx_c = g [ (1-eps) w_t (p_c - [c == t]) + eps/C (W p_c - w_c) ],  W = sum_c w_c
 
 which without weights is ``g (p_c - (1-eps)[c == t] - eps/C)``. Rows whose target is
-``ignore_index`` contribute nothing and get a zero gradient. Accumulations run in
-float64 whatever the input dtype.
-"""
-import numpy as np
-from numba import prange
+``ignore_index`` contribute nothing and get a zero gradient.
 
-from .._jit import flat_kernel
+Exponentials. pip's llvmlite has no SVML, so ``np.exp`` inside an @njit loop is a scalar
+libm call (~2 ns/element float32, ~4 ns float64 here) while NumPy's ufunc is SIMD. The
+kernels use :func:`vexp` instead: Cody-Waite range reduction, a Taylor polynomial and
+the exponent built from integer bits (a bitcast intrinsic), all of which LLVM
+vectorises (8 float32 lanes with AVX2). Measured over 1M elements: float32 0.64 ms
+(libm loop 2.1 ms, NumPy ufunc 0.54 ms), float64 1.5 ms (libm 4.3 ms, NumPy 0.66 ms);
+relative error below one machine epsilon in both dtypes. A fused forward keeps each
+row in L1, so it beats "shift, NumPy exp, normalise" passes over memory.
+Row reductions keep eight independent accumulators: without ``fastmath`` LLVM may not
+reorder a float sum, and one accumulator runs at the add latency. The row helpers are
+ordinary @njit functions called from the kernels, not ``inline='always'``: inlined into
+the ``prange`` bodies they made each parallel twin take ~7 s to compile (~1 s as calls,
+same run time).
+Sums accumulate in float64 whatever the input dtype.
+"""
+import math
+
+import numpy as np
+from llvmlite import ir
+from numba import prange
+from numba.core import types
+from numba.extending import intrinsic, overload
+
+from .._jit import cpu_jit, flat_kernel
+
+
+# ---- a vectorisable exp -----------------------------------------------------------------
+@intrinsic
+def _float_from_bits(typingctx, bits, like):
+    """Reinterpret the low bits of an integer as a float of the type of ``like``."""
+    if not isinstance(bits, types.Integer) or like not in (types.float32, types.float64):
+        return None
+    width = 32 if like == types.float32 else 64
+
+    def codegen(context, builder, sig, args):
+        v = args[0]
+        if bits.bitwidth > width:
+            v = builder.trunc(v, ir.IntType(width))
+        elif bits.bitwidth < width:
+            v = builder.sext(v, ir.IntType(width))
+        return builder.bitcast(v, ir.FloatType() if width == 32 else ir.DoubleType())
+
+    return like(bits, like), codegen
+
+
+@intrinsic
+def _bits_of_float(typingctx, f):
+    """The bits of a float32 (as int32) or float64 (as int64)."""
+    if f not in (types.float32, types.float64):
+        return None
+    width = 32 if f == types.float32 else 64
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], ir.IntType(width))
+
+    return (types.int32 if width == 32 else types.int64)(f), codegen
+
+
+# log2(e), ln2 split in a high part with trailing zero bits and a low part (Cody-Waite),
+# the round-to-integer magic 1.5*2^p and its bits, the flush-to-zero bound, 1/2, 1.
+_F = np.float32
+_E32 = (_F(1.4426950408889634), _F(0.693359375), _F(-2.12194440e-4), _F(12582912.0),
+        int(np.array(12582912.0, np.float32).view(np.int32)), _F(-87.33654), _F(0.5), _F(1.0))
+_P32 = tuple(_F(1.0 / math.factorial(k)) for k in range(2, 8))
+_E64 = (1.4426950408889634, 6.93147180369123816490e-01, 1.90821492927058770002e-10, 6755399441055744.0,
+        int(np.array(6755399441055744.0).view(np.int64)), -708.3964185322641, 0.5, 1.0)
+_P64 = tuple(1.0 / math.factorial(k) for k in range(2, 14))
+
+
+def vexp(y):
+    """``exp(y)`` for a float32/float64 ``y``, written so LLVM vectorises it in @njit loops.
+
+    ``exp(y) = 2^k exp(r)`` with ``k = round(y / ln2)``, ``|r| <= ln2/2``, ``exp(r)`` a
+    Taylor polynomial (degree 7 / 13) and ``2^k`` assembled from exponent bits.
+    Relative error below one machine epsilon; results that would be subnormal (``y`` below about -87.3 in
+    float32, -708.4 in float64) are flushed to 0; NaN propagates. (Called from plain
+    Python it is ``math.exp``.)
+    """
+    return math.exp(y)
+
+
+@overload(vexp, inline="always")
+def _vexp_impl(y):
+    if y == types.float32:
+        log2e, ln2_hi, ln2_lo, magic, magic_bits, lo, half, one = _E32
+        c2, c3, c4, c5, c6, c7 = _P32
+
+        def impl(y):
+            yc = lo if y < lo else y
+            k = np.floor(yc * log2e + half)
+            r = (yc - k * ln2_hi) - k * ln2_lo
+            p = one + r * (one + r * (c2 + r * (c3 + r * (c4 + r * (c5 + r * (c6 + r * c7))))))
+            e = (_bits_of_float(k + magic) - magic_bits + 127) << 23
+            v = p * _float_from_bits(e, y)
+            return _F(0.0) if y < lo else v
+        return impl
+    if y == types.float64:
+        log2e, ln2_hi, ln2_lo, magic, magic_bits, lo, half, one = _E64
+        c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13 = _P64
+
+        def impl(y):
+            yc = lo if y < lo else y
+            k = np.floor(yc * log2e + half)
+            r = (yc - k * ln2_hi) - k * ln2_lo
+            p = one + r * (one + r * (c2 + r * (c3 + r * (c4 + r * (c5 + r * (c6 + r * (
+                c7 + r * (c8 + r * (c9 + r * (c10 + r * (c11 + r * (c12 + r * c13))))))))))))
+            e = (_bits_of_float(k + magic) - magic_bits + 1023) << 52
+            v = p * _float_from_bits(e, y)
+            return 0.0 if y < lo else v
+        return impl
+    return None
+
+
+@cpu_jit
+def _max8(a, n):
+    """max of a[:n] (n >= 1) with eight independent running maxima."""
+    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = a[0]
+    j = 0
+    while j + 8 <= n:
+        m0 = a[j] if a[j] > m0 else m0
+        m1 = a[j + 1] if a[j + 1] > m1 else m1
+        m2 = a[j + 2] if a[j + 2] > m2 else m2
+        m3 = a[j + 3] if a[j + 3] > m3 else m3
+        m4 = a[j + 4] if a[j + 4] > m4 else m4
+        m5 = a[j + 5] if a[j + 5] > m5 else m5
+        m6 = a[j + 6] if a[j + 6] > m6 else m6
+        m7 = a[j + 7] if a[j + 7] > m7 else m7
+        j += 8
+    m0 = m1 if m1 > m0 else m0
+    m2 = m3 if m3 > m2 else m2
+    m4 = m5 if m5 > m4 else m4
+    m6 = m7 if m7 > m6 else m6
+    m0 = m2 if m2 > m0 else m0
+    m4 = m6 if m6 > m4 else m4
+    m = m4 if m4 > m0 else m0
+    while j < n:
+        m = a[j] if a[j] > m else m
+        j += 1
+    return m
+
+
+@cpu_jit
+def _sum8(a, n):
+    """sum of a[:n] in float64 with eight independent accumulators."""
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
+    j = 0
+    while j + 8 <= n:
+        s0 += a[j]
+        s1 += a[j + 1]
+        s2 += a[j + 2]
+        s3 += a[j + 3]
+        s4 += a[j + 4]
+        s5 += a[j + 5]
+        s6 += a[j + 6]
+        s7 += a[j + 7]
+        j += 8
+    s = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+    while j < n:
+        s += a[j]
+        j += 1
+    return s
+
+
+@cpu_jit
+def _dot8(a, b, n):
+    """sum of a[:n] * b[:n] in float64 with eight independent accumulators."""
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
+    j = 0
+    while j + 8 <= n:
+        s0 += np.float64(a[j]) * b[j]
+        s1 += np.float64(a[j + 1]) * b[j + 1]
+        s2 += np.float64(a[j + 2]) * b[j + 2]
+        s3 += np.float64(a[j + 3]) * b[j + 3]
+        s4 += np.float64(a[j + 4]) * b[j + 4]
+        s5 += np.float64(a[j + 5]) * b[j + 5]
+        s6 += np.float64(a[j + 6]) * b[j + 6]
+        s7 += np.float64(a[j + 7]) * b[j + 7]
+        j += 8
+    s = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+    while j < n:
+        s += np.float64(a[j]) * b[j]
+        j += 1
+    return s
+
+
+@cpu_jit
+def _softmax_row(xr, pr, C):
+    """Write the softmax of ``xr`` into ``pr`` and return the row's log-sum-exp."""
+    m = _max8(xr, C)
+    for c in range(C):
+        pr[c] = vexp(xr[c] - m)
+    s = _sum8(pr, C)
+    inv = type(pr[0])(1.0 / s)
+    for c in range(C):
+        pr[c] = pr[c] * inv
+    return m + np.log(s)
 
 
 @flat_kernel
 def _cross_entropy_fwd_cpu(x, target, weight, has_weight, ignore_index, smoothing, ncls,
-                           loss, row_w, prob):
+                           prob, loss, row_w):
     """Class-index targets. Writes per-row ``loss``, the row's weight in a mean
     (``row_w``: ``w_t``, 1 without weights, 0 when ignored) and the softmax ``prob``.
 
@@ -41,39 +232,27 @@ def _cross_entropy_fwd_cpu(x, target, weight, has_weight, ignore_index, smoothin
     nbad = 0
     for i in prange(n):
         t = target[i]
-        base = i * C
+        # Row slices with zero-based loops: numba emits no negative-index wraparound
+        # for them, so the inner loops vectorise.
+        xr = x[i * C:(i + 1) * C]
+        pr = prob[i * C:(i + 1) * C]
         if t == ignore_index or t < 0 or t >= C:
             if t != ignore_index:
                 nbad += 1
             loss[i] = 0.0
             row_w[i] = 0.0
             for c in range(C):
-                prob[base + c] = 0.0
+                pr[c] = 0.0
             continue
-        m = x[base]
-        for c in range(1, C):
-            v = x[base + c]
-            if v > m:
-                m = v
-        s = 0.0
-        for c in range(C):
-            e = np.exp(x[base + c] - m)
-            prob[base + c] = e
-            s += e
-        lse = m + np.log(s)
-        inv = 1.0 / s
-        for c in range(C):
-            prob[base + c] = prob[base + c] * inv
+        lse = _softmax_row(xr, pr, C)
         wt = weight[t] if has_weight else 1.0
-        li = (1.0 - smoothing) * wt * (lse - x[base + t])
+        li = (1.0 - smoothing) * wt * (lse - xr[t])
         if smoothing != 0.0:
-            acc = 0.0
+            # sum_c w_c (lse - x_c) = W lse - <w, x>
             if has_weight:
-                for c in range(C):
-                    acc += weight[c] * (lse - x[base + c])
+                acc = _sum8(weight, C) * lse - _dot8(xr, weight, C)
             else:
-                for c in range(C):
-                    acc += lse - x[base + c]
+                acc = C * lse - _sum8(xr, C)
             li += smoothing / C * acc
         loss[i] = li
         row_w[i] = wt
@@ -95,32 +274,34 @@ def _cross_entropy_bwd_cpu(prob, target, weight, has_weight, ignore_index, smoot
     C = ncls
     wsum = 0.0
     if has_weight:
-        for c in range(C):
-            wsum += weight[c]
-    eps_c = smoothing / C
+        wsum = _sum8(weight, C)
     for i in prange(n):
         t = target[i]
-        base = i * C
+        pr = prob[i * C:(i + 1) * C]
+        gr = grad[i * C:(i + 1) * C]
         g = gout[i] if per_row else gout[0]
         if t == ignore_index or t < 0 or t >= C:
             for c in range(C):
-                grad[base + c] = 0.0
+                gr[c] = 0.0
             continue
         if has_weight:
             a = g * (1.0 - smoothing) * weight[t]
-            b = g * eps_c
+            b = g * (smoothing / C)
+            # constants in the array dtype keep the loop in float32 for float32 input
+            ab = type(g)(a + b * wsum)
+            bw = type(g)(b)
             for c in range(C):
-                pc = prob[base + c]
-                grad[base + c] = a * pc + b * (wsum * pc - weight[c])
-            grad[base + t] -= a
+                gr[c] = ab * pr[c] - bw * weight[c]
+            gr[t] -= type(g)(a)
         else:
+            ge = type(g)(g * (smoothing / C))
             for c in range(C):
-                grad[base + c] = g * (prob[base + c] - eps_c)
-            grad[base + t] -= g * (1.0 - smoothing)
+                gr[c] = g * pr[c] - ge
+            gr[t] -= type(g)(g * (1.0 - smoothing))
 
 
 @flat_kernel
-def _cross_entropy_soft_fwd_cpu(x, target, weight, has_weight, smoothing, ncls, loss, prob, ywsum):
+def _cross_entropy_soft_fwd_cpu(x, target, weight, has_weight, smoothing, ncls, prob, loss, ywsum):
     """Probability targets ``y`` (same shape as ``x``), smoothed to ``(1-eps) y + eps/C``:
     ``loss_i = sum_c w_c y_c (lse - x_c)``. Stores ``ywsum[i] = sum_c w_c y_c`` for
     backward. Returns the sum of the row losses."""
@@ -129,28 +310,18 @@ def _cross_entropy_soft_fwd_cpu(x, target, weight, has_weight, smoothing, ncls, 
     total = 0.0
     eps_c = smoothing / C
     for i in prange(n):
-        base = i * C
-        m = x[base]
-        for c in range(1, C):
-            v = x[base + c]
-            if v > m:
-                m = v
-        s = 0.0
-        for c in range(C):
-            e = np.exp(x[base + c] - m)
-            prob[base + c] = e
-            s += e
-        lse = m + np.log(s)
-        inv = 1.0 / s
+        xr = x[i * C:(i + 1) * C]
+        yr = target[i * C:(i + 1) * C]
+        pr = prob[i * C:(i + 1) * C]
+        lse = _softmax_row(xr, pr, C)
         li = 0.0
         yw = 0.0
         for c in range(C):
-            prob[base + c] = prob[base + c] * inv
-            y = (1.0 - smoothing) * target[base + c] + eps_c
+            y = (1.0 - smoothing) * yr[c] + eps_c
             if has_weight:
                 y = y * weight[c]
             yw += y
-            li += y * (lse - x[base + c])
+            li += y * (lse - xr[c])
         loss[i] = li
         ywsum[i] = yw
         total += li
@@ -165,11 +336,13 @@ def _cross_entropy_soft_bwd_cpu(prob, target, weight, has_weight, smoothing, ncl
     C = ncls
     eps_c = smoothing / C
     for i in prange(n):
-        base = i * C
+        pr = prob[i * C:(i + 1) * C]
+        yr = target[i * C:(i + 1) * C]
+        gr = grad[i * C:(i + 1) * C]
         g = gout[i] if per_row else gout[0]
         yw = ywsum[i]
         for c in range(C):
-            y = (1.0 - smoothing) * target[base + c] + eps_c
+            y = (1.0 - smoothing) * yr[c] + eps_c
             if has_weight:
                 y = y * weight[c]
-            grad[base + c] = g * (prob[base + c] * yw - y)
+            gr[c] = g * (pr[c] * yw - y)

@@ -1,0 +1,6 @@
+"""Data loading (``torch.utils.data``): datasets, samplers, :class:`DataLoader`, and bundled
+datasets (:func:`load_digits`) with a seeded :func:`train_test_split`."""
+from .dataset import Dataset, TensorDataset, Subset, ConcatDataset, random_split  # noqa: F401
+from .sampler import Sampler, SequentialSampler, RandomSampler, SubsetRandomSampler, BatchSampler  # noqa: F401
+from .dataloader import DataLoader, default_collate  # noqa: F401
+from .datasets import load_digits, train_test_split  # noqa: F401

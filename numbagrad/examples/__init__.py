@@ -1,0 +1,1 @@
+"""Runnable examples; ``python -m numbagrad`` runs :mod:`numbagrad.examples.train_digits`."""

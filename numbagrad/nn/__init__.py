@@ -1,0 +1,12 @@
+"""Neural-network building blocks (``torch.nn``): :class:`Module`, :class:`Parameter`,
+layers, containers, losses, :mod:`~numbagrad.nn.init` and
+:mod:`~numbagrad.nn.functional`."""
+from .parameter import Parameter  # noqa: F401
+from .module import Module, RemovableHandle  # noqa: F401
+from .linear import Identity, Linear  # noqa: F401
+from .flatten import Flatten, Unflatten  # noqa: F401
+from .activation import (ReLU, ReLU6, LeakyReLU, ELU, SELU, GELU, SiLU, Mish, Sigmoid, Tanh,  # noqa: F401
+                         Softplus, Hardtanh, Softmax, LogSoftmax, Dropout)
+from .container import Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict  # noqa: F401
+from .loss import CrossEntropyLoss, NLLLoss, MSELoss, L1Loss  # noqa: F401
+from . import init, functional  # noqa: F401

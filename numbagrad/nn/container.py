@@ -1,0 +1,327 @@
+"""Containers: ``Sequential``, ``ModuleList``, ``ModuleDict``, ``ParameterList``,
+``ParameterDict``."""
+import operator
+from collections import OrderedDict
+
+from ..tensor import Tensor
+from .module import Module, _addindent
+from .parameter import Parameter
+
+__all__ = ["Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"]
+
+
+def _index(idx, n, what):
+    idx = operator.index(idx)
+    if not -n <= idx < n:
+        raise IndexError(f"index {idx} is out of range for {what} of length {n}")
+    return idx % n
+
+
+class Sequential(Module):
+    """Modules applied one after another: ``Sequential(a, b, c)(x) == c(b(a(x)))``.
+
+    Built from modules (named ``"0"``, ``"1"``, ...) or from one ``OrderedDict`` of
+    named modules.
+    """
+
+    def __init__(self, *args):
+        super().__init__()
+        if len(args) == 1 and isinstance(args[0], (OrderedDict, dict)):
+            for name, m in args[0].items():
+                self.add_module(name, m)
+        else:
+            for i, m in enumerate(args):
+                self.add_module(str(i), m)
+
+    def forward(self, input):
+        for m in self._modules.values():
+            input = m(input)
+        return input
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return type(self)(OrderedDict(list(self._modules.items())[idx]))
+        keys = list(self._modules)
+        return self._modules[keys[_index(idx, len(keys), "Sequential")]]
+
+    def __setitem__(self, idx, module):
+        keys = list(self._modules)
+        self.add_module(keys[_index(idx, len(keys), "Sequential")], module)
+
+    def __delitem__(self, idx):
+        keys = list(self._modules)
+        if isinstance(idx, slice):
+            for k in keys[idx]:
+                del self._modules[k]
+        else:
+            del self._modules[keys[_index(idx, len(keys), "Sequential")]]
+        items = list(self._modules.values())
+        self._modules.clear()
+        for i, m in enumerate(items):
+            self._modules[str(i)] = m
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self
+
+    def insert(self, index, module):
+        if not isinstance(module, Module):
+            raise AssertionError(f"module should be of type: Module, got {type(module).__name__}")
+        n = len(self._modules)
+        if not -n <= index <= n:
+            raise IndexError(f"Index out of range: {index}")
+        if index < 0:
+            index += n
+        items = list(self._modules.values())
+        items.insert(index, module)
+        self._modules.clear()
+        for i, m in enumerate(items):
+            self._modules[str(i)] = m
+        return self
+
+    def extend(self, sequential):
+        for m in sequential:
+            self.append(m)
+        return self
+
+    def pop(self, key=-1):
+        v = self[key]
+        del self[key]
+        return v
+
+    def __add__(self, other):
+        if not isinstance(other, Sequential):
+            raise ValueError("add operator supports only objects of Sequential class")
+        out = Sequential()
+        for m in self:
+            out.append(m)
+        for m in other:
+            out.append(m)
+        return out
+
+
+class ModuleList(Module):
+    """A list of modules, registered so that their parameters are found. Has no forward."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.extend(modules)
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return type(self)(list(self._modules.values())[idx])
+        return self._modules[str(_index(idx, len(self), "ModuleList"))]
+
+    def __setitem__(self, idx, module):
+        self.add_module(str(_index(idx, len(self), "ModuleList")), module)
+
+    def __delitem__(self, idx):
+        items = list(self._modules.values())
+        if isinstance(idx, slice):
+            del items[idx]
+        else:
+            del items[_index(idx, len(items), "ModuleList")]
+        self._modules.clear()
+        for i, m in enumerate(items):
+            self._modules[str(i)] = m
+
+    def __iadd__(self, modules):
+        return self.extend(modules)
+
+    def __add__(self, other):
+        return ModuleList(list(self) + list(other))
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self
+
+    def extend(self, modules):
+        if isinstance(modules, Module) and not isinstance(modules, (ModuleList, Sequential)):
+            raise TypeError("ModuleList.extend should be called with an iterable of modules, but got "
+                            f"{type(modules).__name__}")
+        for m in modules:
+            self.append(m)
+        return self
+
+    def insert(self, index, module):
+        items = list(self._modules.values())
+        items.insert(index, module)
+        self._modules.clear()
+        for i, m in enumerate(items):
+            self.add_module(str(i), m)
+
+    def pop(self, key=-1):
+        v = self[key]
+        del self[key]
+        return v
+
+    def __repr__(self):
+        # Runs of identical-looking modules are folded, as PyTorch does: (0-2): 3 x Linear(...)
+        reprs = [repr(m) for m in self._modules.values()]
+        if not reprs:
+            return self._get_name() + "()"
+        lines = []
+        start = 0
+        for i in range(1, len(reprs) + 1):
+            if i == len(reprs) or reprs[i] != reprs[start]:
+                body = _addindent(reprs[start], 2)
+                if i - start == 1:
+                    lines.append(f"({start}): {body}")
+                else:
+                    lines.append(f"({start}-{i - 1}): {i - start} x {body}")
+                start = i
+        return self._get_name() + "(\n  " + "\n  ".join(lines) + "\n)"
+
+
+class ModuleDict(Module):
+    """An ordered dict of modules (string keys), registered so their parameters are found."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def __getitem__(self, key):
+        return self._modules[key]
+
+    def __setitem__(self, key, module):
+        self.add_module(key, module)
+
+    def __delitem__(self, key):
+        del self._modules[key]
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules)
+
+    def __contains__(self, key):
+        return key in self._modules
+
+    def clear(self):
+        self._modules.clear()
+
+    def pop(self, key):
+        v = self[key]
+        del self[key]
+        return v
+
+    def keys(self):
+        return self._modules.keys()
+
+    def items(self):
+        return self._modules.items()
+
+    def values(self):
+        return self._modules.values()
+
+    def update(self, modules):
+        items = modules.items() if hasattr(modules, "items") else modules
+        for k, m in items:
+            self[k] = m
+
+
+class ParameterList(Module):
+    """A list of Parameters (plain tensors are wrapped in ``Parameter``)."""
+
+    def __init__(self, values=None):
+        super().__init__()
+        self._size = 0
+        if values is not None:
+            self.extend(values)
+
+    def __len__(self):
+        return self._size
+
+    def __iter__(self):
+        return (self._parameters[str(i)] for i in range(self._size))
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return ParameterList(list(self)[idx])
+        return self._parameters[str(_index(idx, self._size, "ParameterList"))]
+
+    def __setitem__(self, idx, value):
+        idx = _index(idx, self._size, "ParameterList")
+        self.register_parameter(str(idx), _as_param(value))
+
+    def append(self, value):
+        self.register_parameter(str(self._size), _as_param(value))
+        self._size += 1
+        return self
+
+    def extend(self, values):
+        for v in values:
+            self.append(v)
+        return self
+
+    def extra_repr(self):
+        return "\n".join(f"({i}): Parameter containing: [{type(p).__name__} of size {tuple(p.shape)}]"
+                         for i, p in enumerate(self))
+
+
+class ParameterDict(Module):
+    """An ordered dict of Parameters (plain tensors are wrapped in ``Parameter``)."""
+
+    def __init__(self, parameters=None):
+        super().__init__()
+        if parameters is not None:
+            self.update(parameters)
+
+    def __getitem__(self, key):
+        return self._parameters[key]
+
+    def __setitem__(self, key, value):
+        self.register_parameter(key, _as_param(value))
+
+    def __delitem__(self, key):
+        del self._parameters[key]
+
+    def __len__(self):
+        return len(self._parameters)
+
+    def __iter__(self):
+        return iter(self._parameters)
+
+    def __contains__(self, key):
+        return key in self._parameters
+
+    def keys(self):
+        return self._parameters.keys()
+
+    def items(self):
+        return self._parameters.items()
+
+    def values(self):
+        return self._parameters.values()
+
+    def update(self, parameters):
+        items = parameters.items() if hasattr(parameters, "items") else parameters
+        for k, v in items:
+            self[k] = v
+
+    def extra_repr(self):
+        return "\n".join(f"({k}): Parameter containing: [{type(p).__name__} of size {tuple(p.shape)}]"
+                         for k, p in self.items())
+
+
+def _as_param(value):
+    if isinstance(value, Parameter):
+        return value
+    if isinstance(value, Tensor):
+        return Parameter(value.detach(), requires_grad=value.requires_grad or value.is_floating_point())
+    return Parameter(value)

@@ -1,0 +1,97 @@
+"""Functional forms of the layers and losses (``torch.nn.functional``).
+
+The losses live in :mod:`numbagrad.nn.loss`. Activations, softmax, dropout and the
+indexing ops live in ``numbagrad.ops`` with PyTorch's functional signatures; the names
+below forward to them, looked up at call time, and any other ``numbagrad.ops`` function
+(``F.hardswish``, ``F.glu``, ``F.dropout2d``, ...) is reachable through this module too.
+"""
+from .. import ops as _ops
+from ..ops.matmul import linear  # noqa: F401
+from .loss import cross_entropy, nll_loss, mse_loss, l1_loss  # noqa: F401
+
+__all__ = ["linear", "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "relu", "relu_", "relu6",
+           "leaky_relu", "gelu", "silu", "sigmoid", "tanh", "elu", "selu", "softplus", "hardtanh",
+           "mish", "softmax", "log_softmax", "dropout", "embedding", "one_hot"]
+
+
+def relu(input, inplace=False):
+    return _ops.relu(input, inplace=inplace)
+
+
+def relu_(input):
+    return _ops.relu(input, inplace=True)
+
+
+def relu6(input, inplace=False):
+    return _ops.relu6(input, inplace=inplace)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    return _ops.leaky_relu(input, negative_slope, inplace=inplace)
+
+
+def elu(input, alpha=1.0, inplace=False):
+    return _ops.elu(input, alpha, inplace=inplace)
+
+
+def selu(input, inplace=False):
+    return _ops.selu(input, inplace=inplace)
+
+
+def gelu(input, approximate="none"):
+    return _ops.gelu(input, approximate=approximate)
+
+
+def silu(input, inplace=False):
+    return _ops.silu(input, inplace=inplace)
+
+
+def mish(input, inplace=False):
+    return _ops.mish(input, inplace=inplace)
+
+
+def sigmoid(input):
+    return _ops.sigmoid(input)
+
+
+def tanh(input):
+    return _ops.tanh(input)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    return _ops.softplus(input, beta, threshold)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    return _ops.hardtanh(input, min_val, max_val, inplace=inplace)
+
+
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    return _ops.softmax(input, dim, _stacklevel + 1, dtype=dtype)
+
+
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    return _ops.log_softmax(input, dim, _stacklevel + 1, dtype=dtype)
+
+
+def dropout(input, p=0.5, training=True, inplace=False):
+    return _ops.dropout(input, p=p, training=training, inplace=inplace)
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+              sparse=False):
+    return _ops.embedding(input, weight, padding_idx=padding_idx, max_norm=max_norm, norm_type=norm_type,
+                          scale_grad_by_freq=scale_grad_by_freq, sparse=sparse)
+
+
+def one_hot(tensor, num_classes=-1):
+    return _ops.one_hot(tensor, num_classes)
+
+
+def __getattr__(name):
+    """Any other functional op: ``numbagrad.ops.<name>``."""
+    if not name.startswith("__"):
+        fn = getattr(_ops, name, None)
+        if fn is not None:
+            return fn
+    raise AttributeError(f"module 'numbagrad.nn.functional' has no attribute '{name}'")

@@ -1,0 +1,64 @@
+"""``Linear`` (``y = x W^T + b``) and ``Identity``."""
+import math
+
+import numpy as np
+
+from .. import _dtype
+from ..ops.matmul import linear as _linear
+from . import init
+from .module import Module
+from .parameter import Parameter
+
+__all__ = ["Identity", "Linear"]
+
+
+class Identity(Module):
+    """Returns its input unchanged (arguments are accepted and ignored)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+    def forward(self, input):
+        return input
+
+
+class Linear(Module):
+    """``y = x @ weight.T + bias`` over the last dimension (``torch.nn.Linear``).
+
+    ``weight`` is ``(out_features, in_features)``; both it and ``bias`` start as
+    U(-1/sqrt(in_features), 1/sqrt(in_features)) (PyTorch's default:
+    ``kaiming_uniform_(a=sqrt(5))``), drawn from numbagrad's default generator.
+    """
+
+    def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
+        super().__init__()
+        dt = _dtype.as_dtype(dtype) or _dtype.get_default_dtype()
+        if device is not None:
+            from ..device import device as _device
+            if _device(device).type != "cpu":
+                from ..backend import backend_for_device
+                backend_for_device(device)  # raises a clear error where there is no such device
+        self.in_features = int(in_features)
+        self.out_features = int(out_features)
+        self.weight = Parameter(np.empty((self.out_features, self.in_features), dt))
+        if bias:
+            self.bias = Parameter(np.empty((self.out_features,), dt))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+        if device is not None:
+            self.to(device)
+
+    def reset_parameters(self):
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in = self.in_features
+            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input):
+        p = self._parameters
+        return _linear(input, p["weight"], p["bias"])
+
+    def extra_repr(self):
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"

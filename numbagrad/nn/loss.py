@@ -1,0 +1,420 @@
+"""Losses: the differentiable Functions, their functional forms (re-exported by
+:mod:`numbagrad.nn.functional`) and the Module wrappers, in that order.
+
+``cross_entropy`` is one fused node: a single @njit pass per row computes the
+max-shifted log-sum-exp, the loss and the softmax (kept for backward), and backward
+is a single pass producing ``softmax - onehot`` (weighted and smoothed as asked).
+It equals ``nll_loss(log_softmax(x), t)`` (tested) without materialising the
+log-probabilities or running two graph nodes.
+"""
+import math
+
+import numpy as np
+
+from ..autograd.function import Function
+from ..backend import backend_of
+from ..tensor import Tensor
+from .module import Module
+
+__all__ = ["cross_entropy", "nll_loss", "mse_loss", "l1_loss",
+           "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss"]
+
+_REDUCTIONS = ("none", "mean", "sum")
+_EMPTY = {}
+
+
+def _empty(dtype):
+    e = _EMPTY.get(dtype)
+    if e is None:
+        e = _EMPTY[dtype] = np.zeros(1, dtype)
+    return e
+
+
+def _check_reduction(reduction, opname):
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{opname}: reduction={reduction!r} is not valid; expected 'none', 'mean' or 'sum'")
+
+
+def _weight_array(weight, ncls, dtype, opname):
+    if weight is None:
+        return None
+    w = weight.data if isinstance(weight, Tensor) else np.asarray(weight)
+    if w.shape != (ncls,):
+        raise ValueError(f"{opname}: weight tensor should be defined either for all {ncls} classes or no "
+                         f"classes but got weight tensor of shape: {tuple(w.shape)}")
+    return np.ascontiguousarray(w, dtype=dtype)
+
+
+def _report_bad_targets(t, ncls, ignore_index, opname):
+    bad = t[(t != ignore_index) & ((t < 0) | (t >= ncls))]
+    v = int(bad.reshape(-1)[0])
+    raise IndexError(f"{opname}: target {v} is out of bounds for {ncls} classes (valid class indices are "
+                     f"0..{ncls - 1}, or ignore_index={ignore_index}); {bad.size} invalid target(s)")
+
+
+class CrossEntropy(Function):
+    """Fused softmax + cross-entropy for ``(N, C)`` logits and ``(N,)`` class indices."""
+
+    @staticmethod
+    def forward(ctx, x, target, weight, ignore_index, reduction, smoothing):
+        n, c = x.shape
+        dt = x.dtype
+        x = np.ascontiguousarray(x)
+        if target.dtype != np.int64 or not target.flags.c_contiguous:
+            target = np.ascontiguousarray(target, dtype=np.int64)
+        prob = np.empty(n * c, dt)
+        loss = np.empty(n, dt)
+        row_w = np.empty(n, dt)
+        has_w = weight is not None
+        w = weight if has_w else _empty(dt)
+        total, wtot, nbad = backend_of(x).kernel("loss", "cross_entropy_fwd")(
+            x.reshape(-1), target, w, has_w, ignore_index, smoothing, c, prob, loss, row_w)
+        if nbad:
+            _report_bad_targets(target, c, ignore_index, "cross_entropy")
+        ctx.save_for_backward(prob, target, w)
+        ctx.info = (n, c, has_w, ignore_index, smoothing, reduction, wtot)
+        if reduction == "mean":
+            return np.asarray(total / wtot if wtot != 0 else math.nan, dtype=dt)
+        if reduction == "sum":
+            return np.asarray(total, dtype=dt)
+        return loss
+
+    @staticmethod
+    def backward(ctx, g):
+        prob, target, w = ctx.saved_tensors
+        n, c, has_w, ignore_index, smoothing, reduction, wtot = ctx.info
+        dt = prob.dtype
+        if reduction == "none":
+            gout = np.ascontiguousarray(g, dtype=dt)
+            per_row = True
+        else:
+            s = float(g)
+            if reduction == "mean":
+                s = s / wtot if wtot != 0 else math.nan
+            gout = np.full(1, s, dt)
+            per_row = False
+        grad = np.empty(n * c, dt)
+        backend_of(prob).kernel("loss", "cross_entropy_bwd")(
+            prob, target, w, has_w, ignore_index, smoothing, c, gout, per_row, grad)
+        return grad.reshape(n, c), None, None, None, None, None
+
+
+class SoftCrossEntropy(Function):
+    """Fused softmax + cross-entropy for ``(N, C)`` logits and ``(N, C)`` class probabilities."""
+
+    @staticmethod
+    def forward(ctx, x, target, weight, reduction, smoothing):
+        n, c = x.shape
+        dt = x.dtype
+        x = np.ascontiguousarray(x)
+        y = np.ascontiguousarray(target, dtype=dt)
+        prob = np.empty(n * c, dt)
+        loss = np.empty(n, dt)
+        ywsum = np.empty(n, dt)
+        has_w = weight is not None
+        w = weight if has_w else _empty(dt)
+        total = backend_of(x).kernel("loss", "cross_entropy_soft_fwd")(
+            x.reshape(-1), y.reshape(-1), w, has_w, smoothing, c, prob, loss, ywsum)
+        ctx.save_for_backward(prob, y, w, ywsum)
+        ctx.info = (n, c, has_w, smoothing, reduction)
+        if reduction == "mean":
+            return np.asarray(total / n if n else math.nan, dtype=dt)
+        if reduction == "sum":
+            return np.asarray(total, dtype=dt)
+        return loss
+
+    @staticmethod
+    def backward(ctx, g):
+        prob, y, w, ywsum = ctx.saved_tensors
+        n, c, has_w, smoothing, reduction = ctx.info
+        dt = prob.dtype
+        if reduction == "none":
+            gout, per_row = np.ascontiguousarray(g, dtype=dt), True
+        else:
+            s = float(g) / (n if reduction == "mean" else 1)
+            gout, per_row = np.full(1, s, dt), False
+        grad = np.empty(n * c, dt)
+        backend_of(prob).kernel("loss", "cross_entropy_soft_bwd")(
+            prob, y.reshape(-1), w, has_w, smoothing, c, ywsum, gout, per_row, grad)
+        return grad.reshape(n, c), None, None, None, None
+
+
+def _rows_first(input, target, opname, soft):
+    """Bring ``(N, C, d1, ...)`` input to ``(N*d1*..., C)`` (class dim last) and the
+    target alongside; ``(C,)`` input becomes one row. Returns the 2-D pair and the
+    shape of the per-element loss."""
+    from ..ops.shape import movedim, reshape
+    nd = input.ndim
+    if nd == 0:
+        raise ValueError(f"{opname}: input must have at least 1 dimension (classes), got a 0-d tensor")
+    if nd == 1:
+        tshape = (input.shape[0],) if soft else ()
+        if tuple(target.shape) != tshape:
+            raise ValueError(f"{opname}: for input of shape {tuple(input.shape)} expected target of shape "
+                             f"{tshape}, got {tuple(target.shape)}")
+        return reshape(input, 1, -1), target.data.reshape(1, -1) if soft else target.data.reshape(1), ()
+    c = input.shape[1]
+    if soft:
+        if tuple(target.shape) != tuple(input.shape):
+            raise ValueError(f"{opname}: probability targets must have the input's shape "
+                             f"{tuple(input.shape)}, got {tuple(target.shape)}")
+    else:
+        expect = (input.shape[0],) + tuple(input.shape[2:])
+        if tuple(target.shape) != expect:
+            raise ValueError(f"{opname}: expected target of shape {expect} for input of shape "
+                             f"{tuple(input.shape)}, got target of shape {tuple(target.shape)}")
+    if nd == 2:
+        return input, target.data, (input.shape[0],)
+    out_shape = (input.shape[0],) + tuple(input.shape[2:])
+    x2 = reshape(movedim(input, 1, -1), -1, c)
+    t = target.data
+    t2 = np.moveaxis(t, 1, -1).reshape(-1, c) if soft else t.reshape(-1)
+    return x2, t2, out_shape
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                  reduction="mean", label_smoothing=0.0):
+    """Cross-entropy between logits and class indices (or class probabilities)
+    (``torch.nn.functional.cross_entropy``).
+
+    ``input`` is ``(N, C)``, ``(C,)`` or ``(N, C, d1, ...)``; ``target`` holds int class
+    indices of shape ``(N,)`` / ``()`` / ``(N, d1, ...)``, or floating class
+    probabilities of the input's shape. ``weight`` rescales each class; rows whose target
+    is ``ignore_index`` are skipped (index targets only); ``label_smoothing`` mixes the
+    target with the uniform distribution. ``reduction='mean'`` divides by the summed
+    weight of the non-ignored rows (by N for probability targets). No gradient flows to
+    the targets or the weights. float16 logits are computed in float32.
+    """
+    if size_average is not None or reduce is not None:
+        reduction = _legacy_reduction(size_average, reduce)
+    _check_reduction(reduction, "cross_entropy")
+    if not isinstance(input, Tensor):
+        raise TypeError(f"cross_entropy: input must be a Tensor, got {type(input).__name__}")
+    if not isinstance(target, Tensor):
+        target = Tensor(np.asarray(target))
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
+    if input.data.dtype.kind != "f":
+        raise TypeError(f"cross_entropy: expected floating point logits, got dtype {input.dtype}")
+    soft = target.data.dtype.kind == "f"
+    if not soft and target.data.dtype.kind not in "iu":
+        raise TypeError(f"cross_entropy: target must hold integer class indices or floating class "
+                        f"probabilities, got dtype {target.dtype}")
+    if input.ndim == 2 and not soft and target.data.shape == (input.data.shape[0],):
+        x2, t2, out_shape = input, target.data, None  # the common case, checked above
+    else:
+        x2, t2, out_shape = _rows_first(input, target, "cross_entropy", soft)
+    c = x2.shape[1]
+    half = x2.data.dtype == np.float16
+    if half:  # CPU @njit has no float16: compute in float32, cast back
+        from ..ops.shape import cast
+        x2 = cast(x2, np.dtype(np.float32))
+    w = _weight_array(weight, c, x2.dtype, "cross_entropy")
+    if soft:
+        out = SoftCrossEntropy.apply(x2, t2, w, reduction, float(label_smoothing))
+    else:
+        out = CrossEntropy.apply(x2, t2, w, int(ignore_index), reduction, float(label_smoothing))
+    if reduction == "none" and out_shape is not None and tuple(out.shape) != out_shape:
+        out = out.reshape(out_shape)
+    if half:
+        out = cast(out, np.dtype(np.float16))
+    return out
+
+
+class NLLLossFn(Function):
+    """Negative log-likelihood of ``(N, C)`` log-probabilities at class indices."""
+
+    @staticmethod
+    def forward(ctx, x, target, weight, ignore_index, reduction):
+        n, c = x.shape
+        t = target.astype(np.int64, copy=False)
+        valid = t != ignore_index
+        bad = valid & ((t < 0) | (t >= c))
+        if bad.any():
+            _report_bad_targets(t, c, ignore_index, "nll_loss")
+        ts = np.where(valid, t, 0)
+        rows = np.arange(n)
+        wr = (weight[ts] if weight is not None else np.ones(n, x.dtype)) * valid
+        wr = wr.astype(x.dtype, copy=False)
+        loss = -x[rows, ts] * wr
+        wtot = float(wr.sum(dtype=np.float64))
+        ctx.save_for_backward(ts, wr)
+        ctx.info = (x.shape, x.dtype, reduction, wtot)
+        if reduction == "mean":
+            return np.asarray(loss.sum(dtype=np.float64) / wtot if wtot else math.nan, dtype=x.dtype)
+        if reduction == "sum":
+            return np.asarray(loss.sum(dtype=np.float64), dtype=x.dtype)
+        return loss
+
+    @staticmethod
+    def backward(ctx, g):
+        ts, wr = ctx.saved_tensors
+        shape, dt, reduction, wtot = ctx.info
+        if reduction == "none":
+            gr = -np.asarray(g, dtype=dt) * wr
+        else:
+            s = float(g)
+            if reduction == "mean":
+                s = s / wtot if wtot else math.nan
+            gr = (-s * wr).astype(dt)
+        gx = np.zeros(shape, dt)
+        gx[np.arange(shape[0]), ts] = gr
+        return gx, None, None, None, None
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+    """Negative log-likelihood loss on log-probabilities (``torch.nn.functional.nll_loss``):
+    ``-weight[t] * input[n, t]``, reduced like :func:`cross_entropy`."""
+    if size_average is not None or reduce is not None:
+        reduction = _legacy_reduction(size_average, reduce)
+    _check_reduction(reduction, "nll_loss")
+    if not isinstance(target, Tensor):
+        target = Tensor(np.asarray(target))
+    if target.data.dtype.kind not in "iu":
+        raise TypeError(f"nll_loss: target must hold integer class indices, got dtype {target.dtype}")
+    x2, t2, out_shape = _rows_first(input, target, "nll_loss", False)
+    w = _weight_array(weight, x2.shape[1], x2.dtype, "nll_loss")
+    out = NLLLossFn.apply(x2, t2, w, int(ignore_index), reduction)
+    if reduction == "none" and tuple(out.shape) != out_shape:
+        out = out.reshape(out_shape)
+    return out
+
+
+class _PointwiseLoss(Function):
+    """``mean/sum/none`` of an elementwise loss of ``input - target`` (broadcasting)."""
+
+    @staticmethod
+    def forward(ctx, x, y, reduction, kind):
+        d = np.subtract(x, y)
+        if kind == "mse":
+            e = d * d
+        else:
+            e = np.abs(d)
+        ctx.save_for_backward(d)
+        ctx.info = (x.shape, y.shape, reduction, kind, d.size)
+        if reduction == "mean":
+            return np.asarray(e.mean(dtype=np.float64) if e.size else math.nan, dtype=e.dtype)
+        if reduction == "sum":
+            return np.asarray(e.sum(dtype=np.float64), dtype=e.dtype)
+        return e
+
+    @staticmethod
+    def backward(ctx, g):
+        (d,) = ctx.saved_tensors
+        xs, ys, reduction, kind, n = ctx.info
+        if kind == "mse":
+            k = d * (2.0 if reduction == "none" else 2.0 * float(g) / (n if reduction == "mean" else 1))
+            if reduction == "none":
+                k = k * g
+        else:
+            k = np.sign(d)
+            k = k * (g if reduction == "none" else float(g) / (n if reduction == "mean" else 1))
+        k = k.astype(d.dtype, copy=False)
+        be = backend_of(d)
+        gx = be.sum_to_shape(k, xs) if ctx.needs_input_grad[0] else None
+        gy = be.sum_to_shape(-k, ys) if ctx.needs_input_grad[1] else None
+        return gx, gy, None, None
+
+
+def _pointwise(input, target, reduction, kind, opname):
+    _check_reduction(reduction, opname)
+    from ..ops._util import as_tensor_arg
+    input = as_tensor_arg(input, opname)
+    target = as_tensor_arg(target, opname)
+    if input.shape != target.shape:
+        try:
+            np.broadcast_shapes(input.shape, target.shape)
+        except ValueError:
+            raise ValueError(f"{opname}: input of shape {tuple(input.shape)} and target of shape "
+                             f"{tuple(target.shape)} are not broadcastable") from None
+        import warnings
+        warnings.warn(f"{opname}: using a target size {tuple(target.shape)} that is different from the input "
+                      f"size {tuple(input.shape)}; this will likely lead to incorrect results due to "
+                      "broadcasting.", stacklevel=3)
+    if input.dtype != target.dtype:
+        from ..ops.shape import cast
+        from .. import _dtype
+        d = _dtype.promote(input.dtype, target.dtype)
+        input = cast(input, d) if input.dtype != d else input
+        target = cast(target, d) if target.dtype != d else target
+    return _PointwiseLoss.apply(input, target, reduction, kind)
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """Mean squared error (``torch.nn.functional.mse_loss``)."""
+    if size_average is not None or reduce is not None:
+        reduction = _legacy_reduction(size_average, reduce)
+    return _pointwise(input, target, reduction, "mse", "mse_loss")
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """Mean absolute error (``torch.nn.functional.l1_loss``)."""
+    if size_average is not None or reduce is not None:
+        reduction = _legacy_reduction(size_average, reduce)
+    return _pointwise(input, target, reduction, "l1", "l1_loss")
+
+
+def _legacy_reduction(size_average, reduce):
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    if not reduce:
+        return "none"
+    return "mean" if size_average else "sum"
+
+
+# ---- modules ---------------------------------------------------------------------------
+class _Loss(Module):
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
+        super().__init__()
+        if size_average is not None or reduce is not None:
+            reduction = _legacy_reduction(size_average, reduce)
+        _check_reduction(reduction, type(self).__name__)
+        self.reduction = reduction
+
+
+class _WeightedLoss(_Loss):
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
+        if weight is not None and not isinstance(weight, Tensor):
+            weight = Tensor(np.asarray(weight))
+        self.register_buffer("weight", weight)
+
+
+class CrossEntropyLoss(_WeightedLoss):
+    """``cross_entropy`` as a module (``torch.nn.CrossEntropyLoss``); ``weight`` is a buffer."""
+
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
+                 label_smoothing=0.0):
+        super().__init__(weight, size_average, reduce, reduction)
+        self.ignore_index = ignore_index
+        self.label_smoothing = label_smoothing
+
+    def forward(self, input, target):
+        return cross_entropy(input, target, weight=self._buffers["weight"], ignore_index=self.ignore_index,
+                             reduction=self.reduction, label_smoothing=self.label_smoothing)
+
+
+class NLLLoss(_WeightedLoss):
+    """``nll_loss`` as a module (``torch.nn.NLLLoss``)."""
+
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+        super().__init__(weight, size_average, reduce, reduction)
+        self.ignore_index = ignore_index
+
+    def forward(self, input, target):
+        return nll_loss(input, target, weight=self._buffers["weight"], ignore_index=self.ignore_index,
+                        reduction=self.reduction)
+
+
+class MSELoss(_Loss):
+    """``mse_loss`` as a module (``torch.nn.MSELoss``)."""
+
+    def forward(self, input, target):
+        return mse_loss(input, target, reduction=self.reduction)
+
+
+class L1Loss(_Loss):
+    """``l1_loss`` as a module (``torch.nn.L1Loss``)."""
+
+    def forward(self, input, target):
+        return l1_loss(input, target, reduction=self.reduction)

@@ -1,0 +1,49 @@
+"""``Parameter``: a Tensor that a :class:`~numbagrad.nn.Module` registers as learnable."""
+import numpy as np
+
+from .. import _dtype
+from ..tensor import Tensor
+
+
+class Parameter(Tensor):
+    """A leaf Tensor that requires grad and is registered by the Module it is assigned to
+    (``torch.nn.Parameter``).
+
+    ``Parameter(t)`` shares the array of the Tensor (or NumPy array) ``t``; it is an
+    ordinary :class:`~numbagrad.Tensor` in every op (``isinstance(p, Tensor)`` holds).
+
+    Optimizers may move ``p.data`` into a view of one flat per-group buffer (the
+    parameter arena, see :mod:`numbagrad.optim.optimizer`); code should therefore
+    update parameters in place (``load_state_dict``, ``with no_grad(): p.copy_(...)``)
+    rather than rebind ``p.data``. Rebinding still works: the optimizer notices and
+    rebuilds its arena on the next step.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, data=None, requires_grad=True):
+        if data is None:
+            data = np.empty((0,), _dtype.get_default_dtype())
+        Tensor.__init__(self, data)
+        if requires_grad:
+            self.requires_grad_(True)
+
+    def __repr__(self):
+        return "Parameter containing:\n" + Tensor.__repr__(self)
+
+    def __deepcopy__(self, memo):
+        key = id(self)
+        if key in memo:
+            return memo[key]
+        out = Parameter(self.data.copy(), self.requires_grad)
+        if self.grad is not None:
+            out.grad = Tensor._from_array(self.grad.data.copy())
+        memo[key] = out
+        return out
+
+    def __reduce_ex__(self, protocol):
+        return (_rebuild_parameter, (self.data, self.requires_grad))
+
+
+def _rebuild_parameter(data, requires_grad):
+    return Parameter(data, requires_grad)

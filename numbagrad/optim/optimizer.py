@@ -1,0 +1,406 @@
+"""``Optimizer``: parameter groups, lazy per-parameter state, ``state_dict`` in PyTorch's
+layout, and the flat *arena* that lets one fused kernel update a whole group.
+
+The fused path
+--------------
+On the first ``step()`` of a parameter group the optimizer lays the group out in
+flat, contiguous 1-D arrays, one set per dtype (a *bucket*):
+
+* ``param``: every parameter's values back to back. Each ``Parameter.data`` is
+  rebound to a view into it, so the model keeps computing with the same memory the
+  optimizer updates.
+* ``grad``: same layout. Each step, a parameter's gradient is copied into its slot
+  unless ``p.grad`` already *is* that slot; after the step ``p.grad`` is the slot
+  (same values). So with ``zero_grad(set_to_none=False)`` the autograd engine
+  accumulates straight into the arena (it adds into an existing ``.grad`` in place)
+  and steps copy nothing; with the default ``set_to_none=True`` each step costs one
+  copy of the gradients (the engine allocates fresh ``.grad`` arrays after a reset).
+* one flat array per state buffer (Adam's ``exp_avg``/``exp_avg_sq``, SGD's
+  ``momentum_buffer``); ``optimizer.state[p][name]`` are Tensor views into them, and
+  ``state[p]['step']`` a 0-d view into a per-group float32 step array.
+
+Then the update is a single kernel call over the whole bucket
+(``numbagrad/kernels/cpu/optim.py``), whatever the number of parameters: per-parameter
+Python work is limited to bookkeeping (is ``p.data`` still the arena view, is there a
+gradient, bump the version counter). Parameters without a gradient are skipped by
+the kernel, exactly as PyTorch skips them (their step count does not advance).
+
+If anything rebinds ``p.data`` (``module.to(float64)``, ``p.data = ...``), changes the
+group's parameter list, or changes which state buffers the group needs (``amsgrad``),
+the next ``step()`` notices and rebuilds the arena, carrying the state over.
+"""
+from collections import defaultdict
+from itertools import chain
+import copy
+import warnings
+
+import numpy as np
+
+from ..autograd.grad_mode import enable_grad
+from ..tensor import Tensor
+
+__all__ = ["Optimizer", "required"]
+
+# Blocks of the arena handed to the kernel's prange (one block never spans two
+# parameters); small enough to balance threads, large enough to amortise the loop.
+_BLOCK = 16384
+
+
+class _RequiredParameter:
+    """Singleton marking a hyperparameter that has no default."""
+
+    def __repr__(self):
+        return "<required parameter>"
+
+
+required = _RequiredParameter()
+
+
+class _Bucket:
+    """The parameters of one group that share a dtype, laid out in flat arrays."""
+
+    __slots__ = ("dtype", "params", "pviews", "gviews", "gtensors", "param", "grad", "bufs", "buf_views",
+                 "steps", "step_views", "flags", "blk_start", "blk_end", "blk_seg", "active", "scal",
+                 "populated", "any_active")
+
+    def __init__(self, dtype, params, state, keys, uses_step, flag_key):
+        self.dtype = dtype
+        self.params = params
+        n = len(params)
+        shapes = [p.data.shape for p in params]
+        offsets = np.zeros(n + 1, np.int64)
+        np.cumsum([p.data.size for p in params], out=offsets[1:])
+        total = int(offsets[-1])
+        self.param = np.empty(total, dtype)
+        self.grad = np.zeros(total, dtype)
+        self.pviews, self.gviews, self.gtensors = [], [], []
+        for i, p in enumerate(params):
+            lo, hi = offsets[i], offsets[i + 1]
+            v = self.param[lo:hi].reshape(shapes[i])
+            np.copyto(v, p.data, casting="unsafe")
+            p.data = v
+            self.pviews.append(v)
+            gv = self.grad[lo:hi].reshape(shapes[i])
+            self.gviews.append(gv)
+            self.gtensors.append(Tensor._from_array(gv))
+        self.bufs = {}
+        self.buf_views = {}
+        for key in keys:
+            flat = np.zeros(total, dtype)
+            views = []
+            for i, p in enumerate(params):
+                t = Tensor._from_array(flat[offsets[i]:offsets[i + 1]].reshape(shapes[i]))
+                st = state.get(p)
+                if st and key in st and st[key] is not None:
+                    old = st[key]
+                    arr = old.data if isinstance(old, Tensor) else np.asarray(old)
+                    if arr.shape != shapes[i]:
+                        raise ValueError(f"optimizer state {key!r} of a parameter has shape {tuple(arr.shape)}, "
+                                         f"but the parameter has shape {tuple(shapes[i])}")
+                    np.copyto(t.data, arr, casting="unsafe")
+                    st[key] = t
+                views.append(t)
+            self.bufs[key] = flat
+            self.buf_views[key] = views
+        self.steps = np.zeros(n, np.float32)
+        self.step_views = None
+        if uses_step:
+            self.step_views = []
+            for i, p in enumerate(params):
+                t = Tensor._from_array(self.steps[i:i + 1].reshape(()))
+                st = state.get(p)
+                if st and "step" in st:
+                    self.steps[i] = float(np.asarray(st["step"].data if isinstance(st["step"], Tensor)
+                                                     else st["step"]))
+                    st["step"] = t
+                self.step_views.append(t)
+        self.flags = np.zeros(n, np.uint8)
+        if flag_key is not None:
+            for i, p in enumerate(params):
+                st = state.get(p)
+                if st and st.get(flag_key) is not None:
+                    self.flags[i] = 1
+        self.populated = [bool(state.get(p)) for p in params]
+        starts, ends, segs = [], [], []
+        for i in range(n):
+            lo, hi = int(offsets[i]), int(offsets[i + 1])
+            for s in range(lo, hi, _BLOCK):
+                starts.append(s)
+                ends.append(min(s + _BLOCK, hi))
+                segs.append(i)
+        self.blk_start = np.array(starts, np.int64)
+        self.blk_end = np.array(ends, np.int64)
+        self.blk_seg = np.array(segs, np.int64)
+        self.active = np.zeros(n, np.uint8)
+        self.scal = np.zeros(2 * n, dtype)
+        self.any_active = False
+
+
+class _Arena:
+    """The buckets of one parameter group, and what they were built from."""
+
+    __slots__ = ("group", "params", "keys", "buckets")
+
+    def __init__(self, group, params, keys, buckets):
+        self.group = group
+        self.params = params
+        self.keys = keys
+        self.buckets = buckets
+
+
+class Optimizer:
+    """Base class of optimizers (``torch.optim.Optimizer``).
+
+    ``params`` is an iterable of Tensors, or of dicts each defining a parameter group
+    (``{"params": [...], "lr": ...}``); options missing from a group take the
+    optimizer's ``defaults``. Subclasses implement :meth:`step`, usually through the
+    fused-arena helpers :meth:`_prepare` (see the module docstring).
+    """
+
+    # Subclass configuration of the fused arena.
+    _uses_step = False   # keep a per-parameter step count (state['step'])
+    _flag_key = None     # a state key whose presence means "initialised" (SGD's momentum buffer)
+
+    def __init__(self, params, defaults):
+        self.defaults = defaults
+        self.state = defaultdict(dict)
+        self.param_groups = []
+        self._arenas = {}
+        if isinstance(params, Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
+                            f"but got {type(params).__name__}")
+        if isinstance(params, set):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, but the "
+                            "ordering of tensors in sets will change between runs. Please use a list instead.")
+        groups = list(params)
+        if len(groups) == 0:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for g in groups:
+            self.add_param_group(g)
+
+    # ---- groups ---------------------------------------------------------------------
+    def add_param_group(self, param_group):
+        """Add a group of parameters (a dict with ``"params"`` and optional options)."""
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
+        params = param_group["params"]
+        if isinstance(params, Tensor):
+            params = [params]
+        elif isinstance(params, set):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, but the "
+                            "ordering of tensors in sets will change between runs. Please use a list instead.")
+        else:
+            params = list(params)
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"optimizer can only optimize Tensors, but one of the params is {type(p).__name__}")
+            if p.grad_fn is not None:
+                raise ValueError("can't optimize a non-leaf Tensor")
+            if p.data.dtype.kind != "f":
+                raise TypeError(f"optimizer can only optimize floating point Tensors, got dtype {p.dtype}")
+        seen = set()
+        unique = []
+        for p in params:
+            if id(p) not in seen:
+                seen.add(id(p))
+                unique.append(p)
+        if len(unique) != len(params):
+            warnings.warn("optimizer contains a parameter group with duplicate parameters; they are used once",
+                          stacklevel=3)
+        group = dict(param_group)
+        group["params"] = unique
+        for name, default in self.defaults.items():
+            if default is required and name not in group:
+                raise ValueError(f"parameter group didn't specify a value of required optimization parameter {name}")
+            group.setdefault(name, default)
+        existing = {id(p) for g in self.param_groups for p in g["params"]}
+        if existing & seen:
+            raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(group)
+
+    # ---- gradients ------------------------------------------------------------------
+    def zero_grad(self, set_to_none=True):
+        """Reset every parameter's gradient: to None (default), or to zero in place
+        (which keeps gradients in the flat arena, see the module docstring)."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                g = p.grad
+                if g is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    if g.grad_fn is not None:
+                        g.detach_()
+                    g.data.fill(0)
+
+    def step(self, closure=None):
+        """Update the parameters once; ``closure`` re-evaluates the model and returns the loss."""
+        raise NotImplementedError
+
+    def _closure(self, closure):
+        if closure is None:
+            return None
+        with enable_grad():
+            return closure()
+
+    # ---- fused arena ----------------------------------------------------------------
+    def _state_keys(self, group):
+        """Names of the flat state buffers this group needs (override)."""
+        return ()
+
+    def _prepare(self, group):
+        """The group's arena, (re)built if needed, with this step's gradients gathered
+        and ``active`` flags set. See the module docstring."""
+        keys = self._state_keys(group)
+        arena = self._arenas.get(id(group))
+        params = group["params"]
+        if (arena is None or arena.group is not group or arena.keys != keys or len(arena.params) != len(params)
+                or any(a is not b for a, b in zip(arena.params, params))):
+            arena = self._build(group, keys)
+        while not self._sync(arena):
+            arena = self._build(group, keys)
+        return arena
+
+    def _build(self, group, keys):
+        params = list(group["params"])
+        by_dtype = {}
+        for p in params:
+            dt = p.data.dtype
+            if type(p.data) is not np.ndarray:
+                raise NotImplementedError(f"{type(self).__name__}: only CPU (NumPy) parameters are supported yet, "
+                                          f"got {type(p.data).__name__}")
+            if dt == np.float16:
+                raise TypeError(f"{type(self).__name__}: float16 parameters are not supported on the CPU (Numba "
+                                "has no float16); keep float32 master weights")
+            by_dtype.setdefault(dt, []).append(p)
+        buckets = [_Bucket(dt, ps, self.state, keys, self._uses_step, self._flag_key)
+                   for dt, ps in by_dtype.items()]
+        arena = _Arena(group, params, keys, buckets)
+        self._arenas[id(group)] = arena
+        return arena
+
+    def _sync(self, arena):
+        """Gather gradients into the arena and mark active parameters; False when some
+        ``p.data`` is no longer its arena view (the caller rebuilds)."""
+        state = self.state
+        uses_step = self._uses_step
+        for b in arena.buckets:
+            act = b.active
+            pv, gv, gt, pop = b.pviews, b.gviews, b.gtensors, b.populated
+            any_active = False
+            for i, p in enumerate(b.params):
+                if p.data is not pv[i]:
+                    return False
+                g = p.grad
+                if g is None:
+                    act[i] = 0
+                    continue
+                gd = g.data
+                if gd is not gv[i]:
+                    if gd.shape != pv[i].shape:
+                        raise RuntimeError(f"{type(self).__name__}.step: a parameter of shape {tuple(pv[i].shape)} "
+                                           f"has a gradient of shape {tuple(gd.shape)}")
+                    np.copyto(gv[i], gd, casting="unsafe")
+                    t = gt[i]
+                    t.data = gv[i]
+                    p.grad = t
+                act[i] = 1
+                any_active = True
+                if not pop[i]:
+                    pop[i] = True
+                    if uses_step or arena.keys:
+                        st = state[p]
+                        if uses_step:
+                            st["step"] = b.step_views[i]
+                        for k in arena.keys:
+                            st[k] = b.buf_views[k][i]
+                p._version.value += 1
+            b.any_active = any_active
+        return True
+
+    # ---- state dict -----------------------------------------------------------------
+    def state_dict(self):
+        """``{'state': {index: {...}}, 'param_groups': [{..., 'params': [indices]}]}``,
+        PyTorch's layout: parameters are numbered in group order. State tensors are
+        references (views of the optimizer's buffers), as in PyTorch."""
+        index = {}
+        groups = []
+        for g in self.param_groups:
+            packed = {k: v for k, v in g.items() if k != "params"}
+            ids = []
+            for p in g["params"]:
+                if id(p) not in index:
+                    index[id(p)] = len(index)
+                ids.append(index[id(p)])
+            packed["params"] = ids
+            groups.append(packed)
+        by_id = {id(p): p for g in self.param_groups for p in g["params"]}
+        state = {}
+        for p, st in self.state.items():
+            if isinstance(p, Tensor) and id(p) in index and by_id.get(id(p)) is p:
+                state[index[id(p)]] = dict(st)
+            elif not isinstance(p, Tensor):
+                state[p] = st
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict):
+        """Load a state dict from :meth:`state_dict` (copies its tensors)."""
+        groups = self.param_groups
+        saved_groups = copy.deepcopy(list(state_dict["param_groups"]))
+        if len(groups) != len(saved_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups "
+                             f"({len(saved_groups)} vs the optimizer's {len(groups)})")
+        for k, (g, sg) in enumerate(zip(groups, saved_groups)):
+            if len(g["params"]) != len(sg["params"]):
+                raise ValueError(f"loaded state dict contains a parameter group that doesn't match the size of "
+                                 f"optimizer's group (group {k}: {len(sg['params'])} vs {len(g['params'])} params)")
+        id_map = dict(zip(chain.from_iterable(sg["params"] for sg in saved_groups),
+                          chain.from_iterable(g["params"] for g in groups)))
+        new_state = defaultdict(dict)
+        for k, v in state_dict["state"].items():
+            if k in id_map:
+                p = id_map[k]
+                new_state[p] = {name: _copy_state_value(p, name, val) for name, val in v.items()}
+            else:
+                new_state[k] = copy.deepcopy(v)
+        new_groups = []
+        for g, sg in zip(groups, saved_groups):
+            sg["params"] = g["params"]
+            if "betas" in sg and isinstance(sg["betas"], list):
+                sg["betas"] = tuple(sg["betas"])
+            new_groups.append(sg)
+        self.state = new_state
+        self.param_groups = new_groups
+        self._arenas = {}
+
+    def __getstate__(self):
+        return {"defaults": self.defaults, "state": self.state, "param_groups": self.param_groups}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._arenas = {}
+
+    def __repr__(self):
+        s = type(self).__name__ + " ("
+        for i, group in enumerate(self.param_groups):
+            s += f"\nParameter Group {i}"
+            for key in sorted(group):
+                if key != "params":
+                    s += f"\n    {key}: {group[key]}"
+        return s + "\n)"
+
+
+def _copy_state_value(param, name, value):
+    if isinstance(value, Tensor):
+        arr = value.data
+    elif hasattr(value, "shape") and hasattr(value, "dtype"):
+        arr = np.asarray(value)  # NumPy array or CPU torch tensor
+    else:
+        return copy.deepcopy(value)
+    if name == "step":
+        return Tensor._from_array(np.array(arr, dtype=np.float32, copy=True))
+    dt = param.data.dtype if arr.dtype.kind == "f" else arr.dtype
+    return Tensor._from_array(np.array(arr, dtype=dt, copy=True))

@@ -1,0 +1,417 @@
+"""SGD / Adam / AdamW: step-for-step equality with torch.optim, a plain NumPy
+per-tensor reference, state_dict round trips, convergence, and the fused arena."""
+import copy
+import math
+
+import numpy as np
+import pytest
+
+import numbagrad as ng
+from numbagrad import nn, optim
+from numbagrad.backend import config
+from numbagrad.kernels.cpu import optim as kopt
+
+torch = pytest.importorskip("torch")
+
+SHAPES = [(5, 3), (3,), (4, 2, 2), (), (7, 1)]
+
+
+def _setup(dtype, seed=0, shapes=SHAPES, steps=25):
+    rng = np.random.default_rng(seed)
+    init = [rng.standard_normal(s).astype(dtype) for s in shapes]
+    grads = [[rng.standard_normal(s).astype(dtype) for s in shapes] for _ in range(steps)]
+    P = [nn.Parameter(ng.tensor(a.copy())) for a in init]
+    T = [torch.nn.Parameter(torch.tensor(a.copy())) for a in init]
+    return P, T, grads
+
+
+def _set_grads(P, T, grads_k, skip=()):
+    for i, (p, t) in enumerate(zip(P, T)):
+        if i in skip:
+            p.grad = None
+            t.grad = None
+        else:
+            p.grad = ng.tensor(grads_k[i])
+            t.grad = torch.tensor(grads_k[i])
+
+
+def _assert_close(P, T, dtype):
+    tol = dict(rtol=1e-10, atol=1e-12) if dtype == np.float64 else dict(rtol=1e-5, atol=1e-6)
+    for p, t in zip(P, T):
+        np.testing.assert_allclose(p.detach().numpy(), t.detach().numpy(), **tol)
+
+
+def _run_parity(ng_cls, t_cls, kw, dtype, steps=25, skips=None):
+    P, T, grads = _setup(dtype, steps=steps)
+    o1, o2 = ng_cls(P, **kw), t_cls(T, **kw)
+    for k in range(steps):
+        _set_grads(P, T, grads[k], (skips or {}).get(k, ()))
+        o1.step()
+        o2.step()
+    _assert_close(P, T, dtype)
+    return P, T, o1, o2
+
+
+SGD_CASES = [dict(lr=0.1), dict(lr=0.1, momentum=0.9), dict(lr=0.05, momentum=0.9, dampening=0.3),
+             dict(lr=0.1, momentum=0.8, nesterov=True), dict(lr=0.1, weight_decay=0.05),
+             dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01, maximize=True),
+             dict(lr=0.1, momentum=0.5, dampening=0.5, weight_decay=0.1, maximize=True)]
+ADAM_CASES = [dict(lr=1e-2), dict(lr=1e-2, amsgrad=True), dict(lr=1e-2, weight_decay=0.1),
+              dict(lr=1e-2, maximize=True), dict(lr=0.05, betas=(0.5, 0.9), eps=1e-6),
+              dict(lr=0.1, betas=(0.3, 0.5)), dict(lr=1e-2, amsgrad=True, weight_decay=0.05, maximize=True)]
+
+
+@pytest.mark.parametrize("kw", SGD_CASES, ids=[str(k) for k in SGD_CASES])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sgd_matches_torch(kw, dtype):
+    _run_parity(optim.SGD, torch.optim.SGD, kw, dtype)
+
+
+@pytest.mark.parametrize("kw", ADAM_CASES, ids=[str(k) for k in ADAM_CASES])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("cls", ["Adam", "AdamW"])
+def test_adam_matches_torch(kw, dtype, cls):
+    _run_parity(getattr(optim, cls), getattr(torch.optim, cls), kw, dtype)
+
+
+def test_missing_grads_are_skipped_like_torch():
+    skips = {0: (1,), 3: (1, 2), 4: (0,), 9: (0, 1, 2, 3, 4)}
+    for ng_cls, t_cls, kw in [(optim.Adam, torch.optim.Adam, dict(lr=1e-2, amsgrad=True)),
+                              (optim.AdamW, torch.optim.AdamW, dict(lr=1e-2)),
+                              (optim.SGD, torch.optim.SGD, dict(lr=0.1, momentum=0.9, nesterov=True))]:
+        P, T, o1, o2 = _run_parity(ng_cls, t_cls, kw, np.float64, steps=12, skips=skips)
+        for i, (p, t) in enumerate(zip(P, T)):
+            for key, val in o2.state[t].items():
+                np.testing.assert_allclose(o1.state[p][key].numpy(), val.numpy(), rtol=1e-10, atol=1e-14)
+
+
+def test_param_groups_match_torch():
+    P, T, grads = _setup(np.float64)
+    o1 = optim.Adam([{"params": P[:2]}, {"params": P[2:], "lr": 0.1, "weight_decay": 0.01}], lr=1e-2)
+    o2 = torch.optim.Adam([{"params": T[:2]}, {"params": T[2:], "lr": 0.1, "weight_decay": 0.01}], lr=1e-2)
+    for k in range(10):
+        _set_grads(P, T, grads[k])
+        if k == 5:
+            for g1, g2 in zip(o1.param_groups, o2.param_groups):
+                g1["lr"] *= 0.5  # schedulers change lr between steps
+                g2["lr"] *= 0.5
+        o1.step()
+        o2.step()
+    _assert_close(P, T, np.float64)
+    assert o1.param_groups[1]["lr"] == 0.05 and o1.param_groups[0]["betas"] == (0.9, 0.999)
+
+
+def test_add_param_group_later():
+    P, T, grads = _setup(np.float64)
+    o1, o2 = optim.SGD(P[:3], lr=0.1, momentum=0.9), torch.optim.SGD(T[:3], lr=0.1, momentum=0.9)
+    for k in range(6):
+        if k == 3:
+            o1.add_param_group({"params": P[3:], "lr": 0.2})
+            o2.add_param_group({"params": T[3:], "lr": 0.2})
+        _set_grads(P, T, grads[k])
+        o1.step()
+        o2.step()
+    _assert_close(P, T, np.float64)
+
+
+def test_large_parameters_use_the_parallel_kernel_and_match_torch():
+    shapes = [(300, 300), (300,), (50, 40)]
+    assert sum(int(np.prod(s)) for s in shapes) >= config.PARALLEL_THRESHOLD
+    for ng_cls, t_cls, kw in [(optim.Adam, torch.optim.Adam, dict(lr=1e-3, amsgrad=True)),
+                              (optim.SGD, torch.optim.SGD, dict(lr=0.1, momentum=0.9))]:
+        P, T, grads = _setup(np.float32, shapes=shapes, steps=5)
+        o1, o2 = ng_cls(P, **kw), t_cls(T, **kw)
+        for k in range(5):
+            _set_grads(P, T, grads[k])
+            o1.step()
+            o2.step()
+        _assert_close(P, T, np.float32)
+
+
+# ---- state dict -----------------------------------------------------------------------
+def _train(o, P, grads, ks):
+    for k in ks:
+        for p, g in zip(P, grads[k]):
+            p.grad = ng.tensor(g)
+        o.step()
+
+
+@pytest.mark.parametrize("make", [lambda P: optim.Adam(P, lr=1e-2, amsgrad=True),
+                                  lambda P: optim.AdamW(P, lr=1e-2),
+                                  lambda P: optim.SGD(P, lr=0.1, momentum=0.9, nesterov=True)],
+                         ids=["adam", "adamw", "sgd"])
+def test_state_dict_round_trip_continues_identically(make):
+    P, _, grads = _setup(np.float64, steps=20)
+    Q = [nn.Parameter(ng.tensor(p.detach().numpy().copy())) for p in P]
+    a = make(P)
+    _train(a, P, grads, range(10))
+    sd = copy.deepcopy(a.state_dict())
+    b = make(Q)
+    for p, q in zip(P, Q):
+        q.data[...] = p.data
+    b.load_state_dict(sd)
+    _train(a, P, grads, range(10, 20))
+    _train(b, Q, grads, range(10, 20))
+    for p, q in zip(P, Q):
+        np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
+
+
+def test_state_dict_layout_matches_torch():
+    P, T, grads = _setup(np.float32, steps=3)
+    o1, o2 = optim.Adam(P, lr=1e-2, amsgrad=True), torch.optim.Adam(T, lr=1e-2, amsgrad=True)
+    for k in range(3):
+        _set_grads(P, T, grads[k], skip=(2,) if k == 0 else ())
+        o1.step()
+        o2.step()
+    s1, s2 = o1.state_dict(), o2.state_dict()
+    assert list(s1["state"]) == list(s2["state"])
+    for i in s2["state"]:
+        assert list(s1["state"][i]) == list(s2["state"][i])
+        for key in s2["state"][i]:
+            np.testing.assert_allclose(s1["state"][i][key].numpy(), s2["state"][i][key].numpy(), rtol=1e-5,
+                                       atol=1e-7)
+    assert s1["state"][2]["step"].item() == 2.0 and s1["state"][0]["step"].item() == 3.0
+    assert s1["param_groups"][0]["params"] == s2["param_groups"][0]["params"] == [0, 1, 2, 3, 4]
+    for k in ("lr", "betas", "eps", "weight_decay", "amsgrad", "maximize"):
+        assert s1["param_groups"][0][k] == s2["param_groups"][0][k]
+
+
+def test_load_torch_optimizer_state_then_continue_like_torch():
+    P, T, grads = _setup(np.float64, steps=12)
+    o2 = torch.optim.Adam(T, lr=1e-2)
+    for k in range(6):
+        _set_grads(P, T, grads[k])
+        o2.step()
+    for p, t in zip(P, T):
+        p.data[...] = t.detach().numpy()
+    o1 = optim.Adam(P, lr=1e-2)
+    o1.load_state_dict(o2.state_dict())
+    for k in range(6, 12):
+        _set_grads(P, T, grads[k])
+        o1.step()
+        o2.step()
+    _assert_close(P, T, np.float64)
+
+
+def test_load_state_dict_errors():
+    P, _, _ = _setup(np.float32)
+    o = optim.SGD(P, lr=0.1)
+    sd = o.state_dict()
+    with pytest.raises(ValueError, match="different number of parameter groups"):
+        optim.SGD([{"params": P[:2]}, {"params": P[2:]}], lr=0.1).load_state_dict(sd)
+    with pytest.raises(ValueError, match="doesn't match the size"):
+        optim.SGD(P[:3], lr=0.1).load_state_dict(sd)
+
+
+# ---- convergence and references --------------------------------------------------------
+@pytest.mark.parametrize("make", [lambda p: optim.SGD(p, lr=0.05, momentum=0.9),
+                                  lambda p: optim.SGD(p, lr=0.02, momentum=0.9, nesterov=True),
+                                  lambda p: optim.Adam(p, lr=0.05),
+                                  lambda p: optim.AdamW(p, lr=0.05, weight_decay=1e-4)],
+                         ids=["sgd", "nesterov", "adam", "adamw"])
+def test_converges_on_a_quadratic(make):
+    rng = np.random.default_rng(3)
+    A = ng.tensor(rng.standard_normal((20, 5)))
+    x_true = rng.standard_normal(5)
+    b = ng.tensor(A.numpy() @ x_true)
+    x = nn.Parameter(ng.zeros(5, dtype=ng.float64))
+    opt = make([x])
+    for _ in range(400):
+        opt.zero_grad()
+        loss = ((A @ x - b) ** 2).mean()
+        loss.backward()
+        opt.step()
+    np.testing.assert_allclose(x.detach().numpy(), x_true, atol=2e-2)
+
+
+def _numpy_adam(params, grads_seq, lr, b1, b2, eps, wd, amsgrad, decoupled):
+    m = [np.zeros_like(p) for p in params]
+    v = [np.zeros_like(p) for p in params]
+    vmax = [np.zeros_like(p) for p in params]
+    for t, grads in enumerate(grads_seq, 1):
+        for i, (p, g) in enumerate(zip(params, grads)):
+            if decoupled:
+                p *= 1 - lr * wd
+            else:
+                g = g + wd * p
+            m[i] = b1 * m[i] + (1 - b1) * g
+            v[i] = b2 * v[i] + (1 - b2) * g * g
+            vmax[i] = np.maximum(vmax[i], v[i])
+            vh = (vmax[i] if amsgrad else v[i]) / (1 - b2 ** t)
+            p -= lr * (m[i] / (1 - b1 ** t)) / (np.sqrt(vh) + eps)
+    return params
+
+
+@pytest.mark.parametrize("amsgrad,decoupled", [(False, False), (True, False), (False, True)])
+def test_fused_equals_numpy_per_tensor_reference(amsgrad, decoupled):
+    P, _, grads = _setup(np.float64, steps=15)
+    ref = _numpy_adam([p.detach().numpy().copy() for p in P], grads, 1e-2, 0.9, 0.99, 1e-8, 0.05, amsgrad,
+                      decoupled)
+    o = (optim.AdamW if decoupled else optim.Adam)(P, lr=1e-2, betas=(0.9, 0.99), weight_decay=0.05,
+                                                   amsgrad=amsgrad)
+    _train(o, P, grads, range(15))
+    for p, r in zip(P, ref):
+        np.testing.assert_allclose(p.detach().numpy(), r, rtol=1e-12, atol=1e-14)
+
+
+# ---- the fused arena -------------------------------------------------------------------
+def test_second_step_compiles_nothing_new():
+    P, _, grads = _setup(np.float32, steps=3)
+    o = optim.Adam(P, lr=1e-3)
+    _train(o, P, grads, [0])
+    before = (len(kopt._adam_step_cpu.serial.signatures), len(kopt._adam_step_cpu.parallel.signatures))
+    _train(o, P, grads, [1, 2])
+    o.param_groups[0]["lr"] = 1  # an int lr must not compile a new signature either
+    _train(o, P, grads, [0])
+    assert (len(kopt._adam_step_cpu.serial.signatures), len(kopt._adam_step_cpu.parallel.signatures)) == before
+    P2, _, grads2 = _setup(np.float32, steps=2)
+    s = optim.SGD(P2, lr=0.1, momentum=0.9)
+    _train(s, P2, grads2, [0])
+    n = len(kopt._sgd_step_cpu.serial.signatures)
+    _train(s, P2, grads2, [1])
+    assert len(kopt._sgd_step_cpu.serial.signatures) == n
+
+
+def test_parameters_live_in_one_flat_arena():
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    o = optim.Adam(model.parameters(), lr=1e-2)
+    model(ng.randn(5, 4)).sum().backward()
+    o.step()
+    bases = {id(p.data.base) for p in model.parameters()}
+    assert len(bases) == 1  # every parameter is a view of the same buffer
+    grad_bases = {id(p.grad.data.base) for p in model.parameters()}
+    assert len(grad_bases) == 1 and grad_bases != bases
+    st = o.state[model[0].weight]
+    assert st["exp_avg"].shape == (8, 4) and st["step"].item() == 1.0
+    # set_to_none=False keeps gradients in the arena: the engine accumulates in place
+    g_before = [p.grad for p in model.parameters()]
+    o.zero_grad(set_to_none=False)
+    model(ng.randn(5, 4)).sum().backward()
+    assert all(p.grad is g for p, g in zip(model.parameters(), g_before))
+    o.step()
+    assert all(p.grad is g for p, g in zip(model.parameters(), g_before))
+    assert st["step"].item() == 2.0
+    o.zero_grad()
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_arena_survives_dtype_change_and_rebinding():
+    torch.manual_seed(0)
+    tmodel = torch.nn.Linear(3, 2).double()
+    model = nn.Linear(3, 2)
+    model.load_state_dict(tmodel.state_dict())
+    o1, o2 = optim.Adam(model.parameters(), lr=1e-2), torch.optim.Adam(tmodel.parameters(), lr=1e-2)
+    rng = np.random.default_rng(0)
+    for k in range(8):
+        if k == 3:
+            model.double()  # rebinding p.data: the optimizer rebuilds its arena, carrying state over
+        x = rng.standard_normal((4, 3))
+        dt = model.weight.dtype
+        model.zero_grad()
+        tmodel.zero_grad()
+        model(ng.tensor(x.astype(dt))).sum().backward()
+        tmodel(torch.tensor(x)).sum().backward()
+        o1.step()
+        o2.step()
+    assert model.weight.dtype == np.float64
+    assert o1.state[model.weight]["exp_avg"].dtype == np.float64
+    np.testing.assert_allclose(model.weight.detach().numpy(), tmodel.weight.detach().numpy(), rtol=1e-5)
+
+
+def test_step_bumps_version_so_stale_graphs_raise():
+    lin = nn.Linear(2, 2)
+    o = optim.SGD(lin.parameters(), lr=0.1)
+    lin(ng.randn(1, 2)).sum().backward()
+    o.step()
+    out = lin(ng.randn(1, 2)).sum()
+    lin(ng.randn(1, 2)).sum().backward()
+    o.step()  # modifies the weight saved by `out`'s graph
+    with pytest.raises(RuntimeError, match="modified by an in-place operation"):
+        out.backward()
+
+
+def test_closure_and_zero_grad():
+    x = nn.Parameter(ng.tensor([1.0, -2.0]))
+    o = optim.SGD([x], lr=0.5)
+    calls = []
+
+    def closure():
+        o.zero_grad()
+        loss = (x * x).sum()
+        loss.backward()
+        calls.append(1)
+        return loss
+
+    loss = o.step(closure)
+    assert calls == [1] and loss.item() == 5.0
+    assert x.tolist() == [0.0, 0.0]
+
+
+def test_constructor_validation():
+    p = nn.Parameter(ng.ones(2))
+    with pytest.raises(ValueError, match="empty parameter list"):
+        optim.SGD([], lr=0.1)
+    with pytest.raises(ValueError, match="non-leaf"):
+        optim.SGD([p * 2], lr=0.1)
+    with pytest.raises(ValueError, match="more than one parameter group"):
+        optim.SGD([{"params": [p]}, {"params": [p]}], lr=0.1)
+    with pytest.raises(TypeError, match="ordered collections"):
+        optim.SGD({p}, lr=0.1)
+    with pytest.raises(TypeError, match="iterable"):
+        optim.Adam(p)
+    with pytest.raises(ValueError, match="Invalid learning rate"):
+        optim.Adam([p], lr=-1)
+    with pytest.raises(ValueError, match="beta parameter at index 1"):
+        optim.Adam([p], betas=(0.9, 1.0))
+    with pytest.raises(ValueError, match="Nesterov"):
+        optim.SGD([p], lr=0.1, nesterov=True)
+    with pytest.warns(UserWarning, match="duplicate"):
+        o = optim.SGD([p, p], lr=0.1)
+    assert len(o.param_groups[0]["params"]) == 1
+    assert repr(optim.SGD([p], lr=0.1)).startswith("SGD (\nParameter Group 0\n    dampening: 0\n    lr: 0.1")
+    assert optim.AdamW([p]).defaults["weight_decay"] == 1e-2 and optim.SGD([p]).defaults["lr"] == 1e-3
+
+
+def test_mlp_training_matches_torch_for_a_few_steps():
+    """End to end: model, fused cross_entropy, backward and Adam against PyTorch."""
+    tm = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).double()
+    m = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 4)).double()
+    m.load_state_dict(tm.state_dict())
+    o1, o2 = optim.Adam(m.parameters(), lr=1e-2), torch.optim.Adam(tm.parameters(), lr=1e-2)
+    rng = np.random.default_rng(0)
+    for _ in range(10):
+        x = rng.standard_normal((8, 6))
+        y = rng.integers(0, 4, 8)
+        l1 = nn.functional.cross_entropy(m(ng.tensor(x)), ng.tensor(y))
+        l2 = torch.nn.functional.cross_entropy(tm(torch.tensor(x)), torch.tensor(y))
+        assert math.isclose(l1.item(), l2.item(), rel_tol=1e-10)
+        o1.zero_grad()
+        o2.zero_grad()
+        l1.backward()
+        l2.backward()
+        o1.step()
+        o2.step()
+    for (n, p), (tn, tp) in zip(m.named_parameters(), tm.named_parameters()):
+        assert n == tn
+        np.testing.assert_allclose(p.detach().numpy(), tp.detach().numpy(), rtol=1e-9, atol=1e-12)
+
+
+def test_float16_parameters_are_refused_clearly():
+    p = nn.Parameter(ng.ones(3, dtype=ng.float16))
+    p.grad = ng.ones(3, dtype=ng.float16)
+    with pytest.raises(TypeError, match="float16"):
+        optim.Adam([p]).step()
+
+
+def test_mixed_dtype_group_uses_one_bucket_per_dtype():
+    P32, T32, g32 = _setup(np.float32, shapes=[(3, 2), (2,)], steps=4)
+    P64, T64, g64 = _setup(np.float64, shapes=[(4,)], steps=4)
+    o1 = optim.Adam(P32 + P64, lr=1e-2)
+    o2 = torch.optim.Adam(T32 + T64, lr=1e-2)
+    for k in range(4):
+        _set_grads(P32 + P64, T32 + T64, g32[k] + g64[k])
+        o1.step()
+        o2.step()
+    _assert_close(P32, T32, np.float32)
+    _assert_close(P64, T64, np.float64)
+    assert len(o1._arenas[id(o1.param_groups[0])].buckets) == 2

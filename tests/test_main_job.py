@@ -1,0 +1,39 @@
+"""The main job: ``python -m numbagrad`` trains the default MLP on the digits to >= 95%."""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_python_m_numbagrad_reaches_95_percent():
+    # 10 of the default 20 epochs already clear the bar (about 97%) in a few seconds.
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-m", "numbagrad", "--epochs", "10"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    epochs = re.findall(r"epoch\s+(\d+)/10\s+train loss ([0-9.]+)", proc.stdout)
+    assert [int(e) for e, _ in epochs] == list(range(1, 11))
+    losses = [float(v) for _, v in epochs]
+    assert losses[-1] < losses[0] / 5
+    acc = float(re.search(r"test accuracy: ([0-9.]+)", proc.stdout).group(1))
+    assert acc >= 0.95, proc.stdout
+
+
+def test_main_in_process_quiet(capsys):
+    from numbagrad.examples.train_digits import main
+    result = main(["--epochs", "6", "--batch-size", "32", "--lr", "2e-3", "--seed", "1", "--quiet"])
+    out = capsys.readouterr().out
+    assert "epoch" not in out and "test accuracy" in out
+    assert result["test_accuracy"] >= 0.9 and len(result["train_losses"]) == 6
+
+
+def test_help():
+    from numbagrad.examples.train_digits import parse_args
+    args = parse_args([])
+    assert (args.epochs, args.batch_size, args.lr, args.seed, args.quiet) == (20, 32, 1e-3, 0, False)
+    with pytest.raises(SystemExit):
+        parse_args(["--bogus"])
