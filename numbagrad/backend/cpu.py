@@ -228,6 +228,26 @@ class CPUBackend:
     take_along_axis = staticmethod(np.take_along_axis)
 
 
+def _tune_malloc():
+    """Raise glibc's mmap and trim thresholds so large arrays reuse heap memory
+    (see ``config.REUSE_LARGE_ALLOCS``). A no-op off glibc."""
+    import ctypes
+    import ctypes.util
+    import sys
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+    return bool(mallopt(M_MMAP_THRESHOLD, 1 << 30)) and bool(mallopt(M_TRIM_THRESHOLD, (1 << 31) - 1))
+
+
+if config.REUSE_LARGE_ALLOCS:
+    _tune_malloc()
+
 CPU_BACKEND = CPUBackend()
 register_backend(np.ndarray, "cpu", CPU_BACKEND)
 for _t in (np.float16, np.float32, np.float64, np.int8, np.uint8, np.int16, np.int32, np.int64, np.bool_):
