@@ -186,34 +186,37 @@ class ModuleList(Module):
         return self._get_name() + "(\n  " + "\n  ".join(lines) + "\n)"
 
 
-class ModuleDict(Module):
-    """An ordered dict of modules (string keys), registered so their parameters are found."""
+class _DictContainer(Module):
+    """The dict protocol shared by ModuleDict and ParameterDict, over the registry
+    named by ``_store`` (``"_modules"`` or ``"_parameters"``)."""
 
-    def __init__(self, modules=None):
+    _store = "_modules"
+
+    def __init__(self, entries=None):
         super().__init__()
-        if modules is not None:
-            self.update(modules)
+        if entries is not None:
+            self.update(entries)
+
+    def _dict(self):
+        return self.__dict__[self._store]
 
     def __getitem__(self, key):
-        return self._modules[key]
-
-    def __setitem__(self, key, module):
-        self.add_module(key, module)
+        return self._dict()[key]
 
     def __delitem__(self, key):
-        del self._modules[key]
+        del self._dict()[key]
 
     def __len__(self):
-        return len(self._modules)
+        return len(self._dict())
 
     def __iter__(self):
-        return iter(self._modules)
+        return iter(self._dict())
 
     def __contains__(self, key):
-        return key in self._modules
+        return key in self._dict()
 
     def clear(self):
-        self._modules.clear()
+        self._dict().clear()
 
     def pop(self, key):
         v = self[key]
@@ -221,18 +224,30 @@ class ModuleDict(Module):
         return v
 
     def keys(self):
-        return self._modules.keys()
+        return self._dict().keys()
 
     def items(self):
-        return self._modules.items()
+        return self._dict().items()
 
     def values(self):
-        return self._modules.values()
+        return self._dict().values()
 
-    def update(self, modules):
-        items = modules.items() if hasattr(modules, "items") else modules
-        for k, m in items:
-            self[k] = m
+    def update(self, entries):
+        items = entries.items() if hasattr(entries, "items") else entries
+        for k, v in items:
+            self[k] = v
+
+
+class ModuleDict(_DictContainer):
+    """An ordered dict of modules (string keys), registered so their parameters are found."""
+
+    _store = "_modules"
+
+    def __init__(self, modules=None):
+        super().__init__(modules)
+
+    def __setitem__(self, key, module):
+        self.add_module(key, module)
 
 
 class ParameterList(Module):
@@ -274,45 +289,16 @@ class ParameterList(Module):
                          for i, p in enumerate(self))
 
 
-class ParameterDict(Module):
+class ParameterDict(_DictContainer):
     """An ordered dict of Parameters (plain tensors are wrapped in ``Parameter``)."""
 
-    def __init__(self, parameters=None):
-        super().__init__()
-        if parameters is not None:
-            self.update(parameters)
+    _store = "_parameters"
 
-    def __getitem__(self, key):
-        return self._parameters[key]
+    def __init__(self, parameters=None):
+        super().__init__(parameters)
 
     def __setitem__(self, key, value):
         self.register_parameter(key, _as_param(value))
-
-    def __delitem__(self, key):
-        del self._parameters[key]
-
-    def __len__(self):
-        return len(self._parameters)
-
-    def __iter__(self):
-        return iter(self._parameters)
-
-    def __contains__(self, key):
-        return key in self._parameters
-
-    def keys(self):
-        return self._parameters.keys()
-
-    def items(self):
-        return self._parameters.items()
-
-    def values(self):
-        return self._parameters.values()
-
-    def update(self, parameters):
-        items = parameters.items() if hasattr(parameters, "items") else parameters
-        for k, v in items:
-            self[k] = v
 
     def extra_repr(self):
         return "\n".join(f"({k}): Parameter containing: [{type(p).__name__} of size {tuple(p.shape)}]"
