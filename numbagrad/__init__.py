@@ -27,4 +27,4 @@ from .ops import max, min, sum, abs, round, pow, all, any  # noqa: F401
 
 _install_operators()
 
-from . import nn, optim, data  # noqa: E402,F401
+from . import nn, optim, data, cuda  # noqa: E402,F401

@@ -134,6 +134,9 @@ class Tensor:
         body = np.array2string(np.asarray(backend_of(self.data).to_numpy(self.data)), separator=", ", precision=4,
                                prefix="tensor(")
         extras = []
+        dev = backend_of(self.data).device
+        if dev.type != "cpu":
+            extras.append(f"device='{dev}'")
         if self.data.dtype != _dtype.get_default_dtype() and self.data.dtype.kind == "f" or \
                 self.data.dtype.kind not in "fi" or self.data.dtype == np.int32:
             extras.append(f"dtype={self.data.dtype}")

@@ -21,12 +21,17 @@ def backend_of(array):
 def backend_for_device(dev):
     """The backend of a device spec (``"cpu"``, ``"cuda:0"``, a :class:`device`)."""
     dev = _device(dev)
-    try:
-        return _BY_DEVICE_TYPE[dev.type]
-    except KeyError:
-        if dev.type == "cuda":
-            raise RuntimeError(
-                f"device {str(dev)!r} was asked for, but numbagrad has no CUDA backend available "
-                "on this machine (no CUDA driver/GPU was found, or the CUDA backend is not built)"
-            ) from None
-        raise
+    be = _BY_DEVICE_TYPE.get(dev.type)
+    if be is not None:
+        return be
+    if dev.type == "cuda":
+        from . import cuda
+        try:
+            be = cuda.get_backend()
+        except RuntimeError as e:
+            raise RuntimeError(f"device {str(dev)!r} was asked for, but numbagrad has no CUDA backend "
+                               f"on this machine: {e}") from None
+        if dev.index not in (None, 0):
+            raise RuntimeError(f"device {str(dev)!r}: numbagrad's CUDA backend drives one GPU, cuda:0")
+        return be
+    raise KeyError(dev.type)

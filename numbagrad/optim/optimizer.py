@@ -37,6 +37,7 @@ import warnings
 import numpy as np
 
 from ..autograd.grad_mode import enable_grad
+from ..backend import backend_of
 from ..tensor import Tensor
 
 __all__ = ["Optimizer", "required"]
@@ -61,23 +62,27 @@ class _Bucket:
 
     __slots__ = ("dtype", "params", "pviews", "gviews", "gtensors", "param", "grad", "bufs", "buf_views",
                  "steps", "step_views", "flags", "blk_start", "blk_end", "blk_seg", "active", "scal",
-                 "populated", "any_active")
+                 "populated", "any_active", "be", "active_host")
 
     def __init__(self, dtype, params, state, keys, uses_step, flag_key):
         self.dtype = dtype
         self.params = params
+        # Arrays live on the parameters' device (the backend of their arrays); the small
+        # per-parameter tables are built on the host and uploaded once, except the
+        # ``active`` flags, which _sync sets on the host each step and uploads.
+        be = self.be = backend_of(params[0].data)
         n = len(params)
         shapes = [p.data.shape for p in params]
         offsets = np.zeros(n + 1, np.int64)
         np.cumsum([p.data.size for p in params], out=offsets[1:])
         total = int(offsets[-1])
-        self.param = np.empty(total, dtype)
-        self.grad = np.zeros(total, dtype)
+        self.param = be.empty(total, dtype)
+        self.grad = be.zeros(total, dtype)
         self.pviews, self.gviews, self.gtensors = [], [], []
         for i, p in enumerate(params):
             lo, hi = offsets[i], offsets[i + 1]
             v = self.param[lo:hi].reshape(shapes[i])
-            np.copyto(v, p.data, casting="unsafe")
+            v[...] = p.data
             p.data = v
             self.pviews.append(v)
             gv = self.grad[lo:hi].reshape(shapes[i])
@@ -86,7 +91,7 @@ class _Bucket:
         self.bufs = {}
         self.buf_views = {}
         for key in keys:
-            flat = np.zeros(total, dtype)
+            flat = be.zeros(total, dtype)
             views = []
             for i, p in enumerate(params):
                 t = Tensor._from_array(flat[offsets[i]:offsets[i + 1]].reshape(shapes[i]))
@@ -94,15 +99,17 @@ class _Bucket:
                 if st and key in st and st[key] is not None:
                     old = st[key]
                     arr = old.data if isinstance(old, Tensor) else np.asarray(old)
+                    if type(arr) is not type(t.data):
+                        arr = be.asarray(backend_of(arr).to_numpy(arr))
                     if arr.shape != shapes[i]:
                         raise ValueError(f"optimizer state {key!r} of a parameter has shape {tuple(arr.shape)}, "
                                          f"but the parameter has shape {tuple(shapes[i])}")
-                    np.copyto(t.data, arr, casting="unsafe")
+                    t.data[...] = arr
                     st[key] = t
                 views.append(t)
             self.bufs[key] = flat
             self.buf_views[key] = views
-        self.steps = np.zeros(n, np.float32)
+        self.steps = be.zeros(n, np.float32)
         self.step_views = None
         if uses_step:
             self.step_views = []
@@ -110,8 +117,8 @@ class _Bucket:
                 t = Tensor._from_array(self.steps[i:i + 1].reshape(()))
                 st = state.get(p)
                 if st and "step" in st:
-                    self.steps[i] = float(np.asarray(st["step"].data if isinstance(st["step"], Tensor)
-                                                     else st["step"]))
+                    self.steps[i] = (st["step"].item() if isinstance(st["step"], Tensor)
+                                     else float(np.asarray(st["step"])))
                     st["step"] = t
                 self.step_views.append(t)
         self.flags = np.zeros(n, np.uint8)
@@ -120,6 +127,8 @@ class _Bucket:
                 st = state.get(p)
                 if st and st.get(flag_key) is not None:
                     self.flags[i] = 1
+        if be.name != "cpu":
+            self.flags = be.asarray(self.flags)
         self.populated = [bool(state.get(p)) for p in params]
         starts, ends, segs = [], [], []
         for i in range(n):
@@ -128,11 +137,12 @@ class _Bucket:
                 starts.append(s)
                 ends.append(min(s + _BLOCK, hi))
                 segs.append(i)
-        self.blk_start = np.array(starts, np.int64)
-        self.blk_end = np.array(ends, np.int64)
-        self.blk_seg = np.array(segs, np.int64)
-        self.active = np.zeros(n, np.uint8)
-        self.scal = np.zeros(2 * n, dtype)
+        self.blk_start = be.asarray(np.array(starts, np.int64))
+        self.blk_end = be.asarray(np.array(ends, np.int64))
+        self.blk_seg = be.asarray(np.array(segs, np.int64))
+        self.active_host = np.zeros(n, np.uint8)
+        self.active = self.active_host if be.name == "cpu" else be.zeros(n, np.uint8)
+        self.scal = be.zeros(2 * n, dtype)
         self.any_active = False
 
 
@@ -269,15 +279,15 @@ class Optimizer:
         by_dtype = {}
         for p in params:
             dt = p.data.dtype
-            if type(p.data) is not np.ndarray:
-                raise NotImplementedError(f"{type(self).__name__}: only CPU (NumPy) parameters are supported yet, "
-                                          f"got {type(p.data).__name__}")
-            if dt == np.float16:
+            if dt == np.float16 and type(p.data) is np.ndarray:
                 raise TypeError(f"{type(self).__name__}: float16 parameters are not supported on the CPU (Numba "
                                 "has no float16); keep float32 master weights")
-            by_dtype.setdefault(dt, []).append(p)
+            by_dtype.setdefault((type(p.data), dt), []).append(p)
+        if len({k[0] for k in by_dtype}) > 1:
+            raise RuntimeError(f"{type(self).__name__}: the parameters of one group are on different devices "
+                               f"({sorted({str(p.device) for p in params})}); use one device per group")
         buckets = [_Bucket(dt, ps, self.state, keys, self._uses_step, self._flag_key)
-                   for dt, ps in by_dtype.items()]
+                   for (_, dt), ps in by_dtype.items()]
         arena = _Arena(group, params, keys, buckets)
         self._arenas[id(group)] = arena
         return arena
@@ -288,7 +298,7 @@ class Optimizer:
         state = self.state
         uses_step = self._uses_step
         for b in arena.buckets:
-            act = b.active
+            act = b.active_host
             pv, gv, gt, pop = b.pviews, b.gviews, b.gtensors, b.populated
             any_active = False
             for i, p in enumerate(b.params):
@@ -303,6 +313,9 @@ class Optimizer:
                     if gd.shape != pv[i].shape:
                         raise RuntimeError(f"{type(self).__name__}.step: a parameter of shape {tuple(pv[i].shape)} "
                                            f"has a gradient of shape {tuple(gd.shape)}")
+                    if type(gd) is not type(gv[i]):
+                        raise RuntimeError(f"{type(self).__name__}.step: a parameter on {p.device} has a gradient "
+                                           f"on {g.device}")
                     np.copyto(gv[i], gd, casting="unsafe")
                     t = gt[i]
                     t.data = gv[i]
@@ -319,6 +332,8 @@ class Optimizer:
                             st[k] = b.buf_views[k][i]
                 p._version.value += 1
             b.any_active = any_active
+            if act is not b.active and any_active:
+                b.active[...] = act
         return True
 
     # ---- state dict -----------------------------------------------------------------

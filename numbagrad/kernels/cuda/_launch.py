@@ -1,0 +1,133 @@
+"""How CUDA kernels are declared, launched and checked.
+
+* :func:`cuda_kernel` wraps a plain Python function written for ``numba.cuda`` (a
+  grid-stride loop, so any launch size is correct) into a :class:`Kernel`: compiled
+  lazily on first launch (once per argument types, by numba), and recorded in
+  :data:`REGISTRY` together with example signatures, so ``tests/cuda/test_ptx.py`` can
+  compile every kernel to PTX without a GPU (the simulator runs kernels as Python and
+  hides typing errors).
+* :func:`launch` converts numbagrad ``CudaArray`` arguments to numba device arrays,
+  picks the grid from the element count (launch configurations are cached per size
+  bucket) and launches on the default stream.
+* Under ``NUMBA_ENABLE_CUDASIM=1`` every simulated thread costs ~0.3 ms, so blocks are
+  small (:data:`TPB`) and grids are a single block; grid-stride loops keep results the
+  same.
+
+float16 convention: kernels read half elements, compute in float32 (``float32(x[i])``)
+and store back (the store narrows), so half kernels accumulate in float32 and never
+call a CPU-only scalar helper with a half value.
+"""
+import math
+import os
+
+import numpy as np
+from numba import cuda, types as nbtypes
+
+from ...backend import config
+
+SIM = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
+
+TPB = 8 if SIM else config.THREADS_PER_BLOCK
+"""Threads per block of flat (grid-stride) kernels."""
+ROW_TPB = 8 if SIM else 128
+"""Threads per block of kernels that reduce one row per block in shared memory
+(a compile-time constant: shared arrays are sized with it; a power of two)."""
+MAX_BLOCKS = 1 if SIM else 8192
+"""Grid cap; grid-stride loops cover the rest."""
+
+FLOAT_TYPES = (nbtypes.float32, nbtypes.float16, nbtypes.float64)
+"""Element types PTX tests compile float kernels for."""
+
+REGISTRY = []
+"""Every :class:`Kernel`, in declaration order (for the PTX test)."""
+
+
+class Kernel:
+    """A ``@cuda.jit`` kernel built lazily from ``fn``.
+
+    ``signatures`` is a callable ``T -> tuple of numba types`` (``T`` runs over
+    ``dtypes``) or a list of explicit tuples; it is used only by the PTX check, never to
+    restrict what the kernel accepts at run time.
+    """
+
+    __slots__ = ("fn", "name", "signatures", "dtypes", "_jit", "_configured")
+
+    def __init__(self, fn, signatures, dtypes, name=None):
+        self.fn = fn
+        self.name = name or f"{fn.__module__}.{fn.__qualname__}"
+        self.signatures = signatures
+        self.dtypes = dtypes
+        self._jit = None
+        self._configured = {}
+        REGISTRY.append(self)
+
+    @property
+    def jit(self):
+        if self._jit is None:
+            self._jit = cuda.jit(self.fn)
+        return self._jit
+
+    def example_signatures(self):
+        if callable(self.signatures):
+            return [tuple(self.signatures(t)) for t in self.dtypes]
+        return [tuple(s) for s in self.signatures]
+
+    def __getitem__(self, config_):
+        cfg = self._configured.get(config_)
+        if cfg is None:
+            cfg = self._configured[config_] = self.jit[config_]
+        return cfg
+
+    def __repr__(self):
+        return f"<cuda kernel {self.name}>"
+
+
+def cuda_kernel(signatures, dtypes=FLOAT_TYPES, name=None):
+    """Decorator: declare a CUDA kernel (see :class:`Kernel`)."""
+    def deco(fn):
+        return Kernel(fn, signatures, dtypes, name)
+    return deco
+
+
+def device_fn(fn):
+    """A CUDA device function (inlined into kernels; also runs under the simulator)."""
+    return cuda.jit(device=True, inline=True)(fn) if not SIM else cuda.jit(device=True)(fn)
+
+
+def dev(a):
+    """The numba device array behind a numbagrad CUDA array (other values pass through)."""
+    d = getattr(a, "dev", None)
+    return a if d is None else d
+
+
+def blocks_for(n, tpb=None):
+    """Blocks for a grid-stride kernel over ``n`` items."""
+    tpb = tpb or TPB
+    return max(1, min(MAX_BLOCKS, -(-int(n) // tpb)))
+
+
+def launch(kernel, n, *args):
+    """Launch a flat grid-stride ``kernel`` over ``n`` items on the default stream."""
+    if n <= 0:
+        return
+    kernel[blocks_for(n), TPB](*[dev(a) for a in args])
+
+
+def launch_rows(kernel, rows, *args):
+    """Launch a row kernel: one block of :data:`ROW_TPB` threads per row (grid-stride
+    over rows beyond the grid cap)."""
+    if rows <= 0:
+        return
+    kernel[max(1, min(MAX_BLOCKS, int(rows))), ROW_TPB](*[dev(a) for a in args])
+
+
+def is_sim():
+    return SIM
+
+
+def log2_int(n):
+    return int(math.log2(n))
+
+
+__all__ = ["SIM", "TPB", "ROW_TPB", "MAX_BLOCKS", "FLOAT_TYPES", "REGISTRY", "Kernel",
+           "cuda_kernel", "device_fn", "dev", "launch", "launch_rows", "blocks_for", "np"]

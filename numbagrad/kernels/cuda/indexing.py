@@ -1,0 +1,324 @@
+"""CUDA twins of ``kernels/cpu/indexing.py``: gather / scatter / index_select / index_add /
+embedding / one_hot.
+
+Contract (as the CPU twins): every kernel works on the canonical 3-D view ``(A, N, B)``
+of its tensor, ``dim`` being the middle axis; callers (``numbagrad/ops/indexing.py``)
+pass C-contiguous arrays reshaped that way, int64 indices already checked to lie in
+``[0, N)``, and preallocated outputs. Nothing is checked or allocated here and nothing
+is returned, exactly as on the CPU.
+
+=====================  ===========================================  ======================
+launcher               computes                                     one thread per
+=====================  ===========================================  ======================
+gather_fwd             ``out[a,i,b] = x[a, index[a,i,b], b]``       output element
+scatter_add_fwd        ``out[a, index[a,i,b], b] += src[a,i,b]``    source element (atomic)
+scatter_fwd            ``out[a, index[a,i,b], b] = src[a,i,b]``     column ``(a, b)``
+scatter_fill_fwd       ``out[a, index[a,i,b], b] = value``          index element
+index_select_fwd       ``out[a,i,b] = x[a, index[i], b]``           output element
+index_add_fwd          ``out[a, index[i], b] += alpha*src[a,i,b]``  source element (atomic)
+embedding_fwd          ``out[i,:] = weight[index[i],:]``            output element
+embedding_bwd          ``grad_weight[index[i],:] += grad[i,:]``     grad element (atomic)
+one_hot_fwd            ``out[i, index[i]] = 1``                     index element
+=====================  ===========================================  ======================
+
+Design
+------
+* Flat grid-stride kernels; a flat element number ``k`` is split into ``(a, i, b)``
+  with two integer divisions.
+* Accumulating scatters (scatter_add, index_add, embedding backward) use
+  ``cuda.atomic.add``: duplicate indices accumulate correctly, but in an unspecified
+  order, so float results may differ from the CPU's serial order in the last bits.
+* ``scatter_fwd`` (the last duplicate wins on the CPU) runs one thread per column
+  ``(a, b)`` looping over ``i`` in order, as the CPU does: deterministic and equal to it.
+* NOTE float16: numba-cuda 0.30 has no atomic add on float16 arrays (nor a 16-bit CAS).
+  For float16 (and any dtype without an atomic add, e.g. int8 or bool) the accumulating
+  kernels fall back to the race-free CPU scheme: one thread per column ``(a, b)`` (per
+  embedding column ``d``) walking the indices in order, reading half values, adding in
+  float32 and storing back. Deterministic (the CPU's summation order), but with only
+  ``A*B`` (``D``) threads of parallelism.
+"""
+import numpy as np
+from numba import cuda
+from numba import types as nbtypes
+
+from ._launch import FLOAT_TYPES, cuda_kernel, launch
+
+__all__ = ["_gather_fwd_cuda", "_scatter_add_fwd_cuda", "_scatter_fwd_cuda", "_scatter_fill_fwd_cuda",
+           "_index_select_fwd_cuda", "_index_add_fwd_cuda", "_embedding_fwd_cuda", "_embedding_bwd_cuda",
+           "_one_hot_fwd_cuda"]
+
+# Element types the PTX check compiles the copy kernels for (they also serve int tensors).
+_COPY_TYPES = FLOAT_TYPES + (nbtypes.int64,)
+# dtypes ``cuda.atomic.add`` supports; others use the column-serial fallback.
+_ATOMIC_DTYPES = frozenset(np.dtype(d) for d in (np.float32, np.float64, np.int32, np.int64,
+                                                 np.uint32, np.uint64))
+_I64 = nbtypes.int64
+
+
+def _acc_type(T):
+    """numba type the fallback kernels add in: float32 for half, int64 for small ints."""
+    if T in (nbtypes.float16, nbtypes.float32):
+        return nbtypes.float32
+    if T == nbtypes.float64:
+        return nbtypes.float64
+    return nbtypes.int64
+
+
+def _acc_zero(dtype):
+    """A zero of the type the fallback kernels accumulate in (see :func:`_acc_type`)."""
+    dtype = np.dtype(dtype)
+    if dtype == np.float64:
+        return np.float64(0)
+    if dtype.kind == "f":
+        return np.float32(0)
+    return np.int64(0)
+
+
+def _value_arg(dtype, v):
+    """A scalar kernel argument of the array dtype (half travels as float32; the store
+    narrows it back exactly)."""
+    dtype = np.dtype(dtype)
+    return np.float32(v) if dtype == np.float16 else dtype.type(v)
+
+
+def _a3(T):
+    return T[:, :, ::1]
+
+
+# ---- gather / scatter (index has the shape of the output / source) -----------------------
+@cuda_kernel(lambda T: (_a3(T), _a3(_I64), _a3(T)), dtypes=_COPY_TYPES)
+def _gather_kernel(x, index, out):
+    A, M, B = out.shape
+    MB = M * B
+    n = A * MB
+    k = cuda.grid(1)
+    while k < n:
+        a = k // MB
+        r = k - a * MB
+        i = r // B
+        b = r - i * B
+        out[a, i, b] = x[a, index[a, i, b], b]
+        k += cuda.gridsize(1)
+
+
+def _gather_fwd_cuda(x, index, out):
+    """out[a, i, b] = x[a, index[a, i, b], b]."""
+    launch(_gather_kernel, out.size, x, index, out)
+
+
+@cuda_kernel(lambda T: (_a3(T), _a3(_I64), _a3(T)),
+             dtypes=(nbtypes.float32, nbtypes.float64, nbtypes.int64))
+def _scatter_add_atomic_kernel(out, index, src):
+    A, M, B = index.shape
+    MB = M * B
+    n = A * MB
+    k = cuda.grid(1)
+    while k < n:
+        a = k // MB
+        r = k - a * MB
+        i = r // B
+        b = r - i * B
+        cuda.atomic.add(out, (a, index[a, i, b], b), src[a, i, b])
+        k += cuda.gridsize(1)
+
+
+@cuda_kernel(lambda T: (_a3(T), _a3(_I64), _a3(T), _acc_type(T)), dtypes=_COPY_TYPES)
+def _scatter_add_cols_kernel(out, index, src, z):
+    # One thread per column (a, b), indices in order: race-free without atomics.
+    A, M, B = index.shape
+    n = A * B
+    k = cuda.grid(1)
+    while k < n:
+        a = k // B
+        b = k - a * B
+        for i in range(M):
+            r = index[a, i, b]
+            out[a, r, b] = (z + out[a, r, b]) + (z + src[a, i, b])
+        k += cuda.gridsize(1)
+
+
+def _scatter_add_fwd_cuda(out, index, src):
+    """out[a, index[a, i, b], b] += src[a, i, b] (duplicates accumulate)."""
+    if out.dtype in _ATOMIC_DTYPES:
+        launch(_scatter_add_atomic_kernel, index.size, out, index, src)
+    else:
+        A, M, B = index.shape
+        launch(_scatter_add_cols_kernel, A * B, out, index, src, _acc_zero(out.dtype))
+
+
+@cuda_kernel(lambda T: (_a3(T), _a3(_I64), _a3(T)), dtypes=_COPY_TYPES)
+def _scatter_kernel(out, index, src):
+    # One thread per column (a, b) walking i in order, so the last duplicate wins as on
+    # the CPU (a thread per element would let duplicates race).
+    A, M, B = index.shape
+    n = A * B
+    k = cuda.grid(1)
+    while k < n:
+        a = k // B
+        b = k - a * B
+        for i in range(M):
+            out[a, index[a, i, b], b] = src[a, i, b]
+        k += cuda.gridsize(1)
+
+
+def _scatter_fwd_cuda(out, index, src):
+    """out[a, index[a, i, b], b] = src[a, i, b] (the last duplicate wins)."""
+    A, M, B = index.shape
+    launch(_scatter_kernel, A * B, out, index, src)
+
+
+def _fill_value_type(T):
+    return nbtypes.float32 if T == nbtypes.float16 else T
+
+
+@cuda_kernel(lambda T: (_a3(T), _a3(_I64), _fill_value_type(T)), dtypes=_COPY_TYPES)
+def _scatter_fill_kernel(out, index, value):
+    # Duplicates all write the same value: no ordering question.
+    A, M, B = index.shape
+    MB = M * B
+    n = A * MB
+    k = cuda.grid(1)
+    while k < n:
+        a = k // MB
+        r = k - a * MB
+        i = r // B
+        b = r - i * B
+        out[a, index[a, i, b], b] = value
+        k += cuda.gridsize(1)
+
+
+def _scatter_fill_fwd_cuda(out, index, value):
+    """out[a, index[a, i, b], b] = value."""
+    launch(_scatter_fill_kernel, index.size, out, index, _value_arg(out.dtype, value))
+
+
+# ---- index_select / index_add (one 1-D index along the middle axis) ------------------------
+@cuda_kernel(lambda T: (_a3(T), _I64[::1], _a3(T)), dtypes=_COPY_TYPES)
+def _index_select_kernel(x, index, out):
+    A, M, B = out.shape
+    MB = M * B
+    n = A * MB
+    k = cuda.grid(1)
+    while k < n:
+        a = k // MB
+        r = k - a * MB
+        i = r // B
+        b = r - i * B
+        out[a, i, b] = x[a, index[i], b]
+        k += cuda.gridsize(1)
+
+
+def _index_select_fwd_cuda(x, index, out):
+    """out[a, i, b] = x[a, index[i], b]."""
+    launch(_index_select_kernel, out.size, x, index, out)
+
+
+@cuda_kernel(lambda T: (_a3(T), _I64[::1], _a3(T), T),
+             dtypes=(nbtypes.float32, nbtypes.float64, nbtypes.int64))
+def _index_add_atomic_kernel(out, index, src, alpha):
+    A, M, B = src.shape
+    MB = M * B
+    n = A * MB
+    k = cuda.grid(1)
+    while k < n:
+        a = k // MB
+        r = k - a * MB
+        i = r // B
+        b = r - i * B
+        cuda.atomic.add(out, (a, index[i], b), alpha * src[a, i, b])
+        k += cuda.gridsize(1)
+
+
+@cuda_kernel(lambda T: (_a3(T), _I64[::1], _a3(T), _acc_type(T)), dtypes=_COPY_TYPES)
+def _index_add_cols_kernel(out, index, src, alpha):
+    # ``alpha`` arrives in the accumulation type (float32 for half).
+    A, M, B = src.shape
+    n = A * B
+    k = cuda.grid(1)
+    while k < n:
+        a = k // B
+        b = k - a * B
+        for i in range(M):
+            r = index[i]
+            out[a, r, b] = (alpha * src[a, i, b]) + out[a, r, b]
+        k += cuda.gridsize(1)
+
+
+def _index_add_fwd_cuda(out, index, src, alpha):
+    """out[a, index[i], b] += alpha * src[a, i, b] (duplicates accumulate)."""
+    if out.dtype in _ATOMIC_DTYPES:
+        launch(_index_add_atomic_kernel, src.size, out, index, src, out.dtype.type(alpha))
+    else:
+        A, M, B = src.shape
+        z = _acc_zero(out.dtype)
+        launch(_index_add_cols_kernel, A * B, out, index, src, type(z)(alpha))
+
+
+# ---- embedding and one_hot ----------------------------------------------------------------
+@cuda_kernel(lambda T: (T[:, ::1], _I64[::1], T[:, ::1]), dtypes=_COPY_TYPES)
+def _embedding_kernel(weight, index, out):
+    M, D = out.shape
+    n = M * D
+    k = cuda.grid(1)
+    while k < n:
+        i = k // D
+        d = k - i * D
+        out[i, d] = weight[index[i], d]
+        k += cuda.gridsize(1)
+
+
+def _embedding_fwd_cuda(weight, index, out):
+    """out[i, :] = weight[index[i], :] for a flat index and a 2-D output."""
+    launch(_embedding_kernel, out.size, weight, index, out)
+
+
+@cuda_kernel(lambda T: (T[:, ::1], _I64[::1], T[:, ::1], _I64),
+             dtypes=(nbtypes.float32, nbtypes.float64))
+def _embedding_bwd_atomic_kernel(grad_weight, index, grad, padding_idx):
+    M, D = grad.shape
+    n = M * D
+    k = cuda.grid(1)
+    while k < n:
+        i = k // D
+        r = index[i]
+        if r != padding_idx:
+            d = k - i * D
+            cuda.atomic.add(grad_weight, (r, d), grad[i, d])
+        k += cuda.gridsize(1)
+
+
+@cuda_kernel(lambda T: (T[:, ::1], _I64[::1], T[:, ::1], _I64, _acc_type(T)), dtypes=FLOAT_TYPES)
+def _embedding_bwd_cols_kernel(grad_weight, index, grad, padding_idx, z):
+    # One thread per column d, indices in order: race-free without atomics.
+    M, D = grad.shape
+    d = cuda.grid(1)
+    while d < D:
+        for i in range(M):
+            r = index[i]
+            if r != padding_idx:
+                grad_weight[r, d] = (z + grad_weight[r, d]) + (z + grad[i, d])
+        d += cuda.gridsize(1)
+
+
+def _embedding_bwd_cuda(grad_weight, index, grad, padding_idx):
+    """grad_weight[index[i], :] += grad[i, :], skipping rows equal to padding_idx (-1: none)."""
+    padding_idx = int(padding_idx)
+    if grad_weight.dtype in _ATOMIC_DTYPES:
+        launch(_embedding_bwd_atomic_kernel, grad.size, grad_weight, index, grad, padding_idx)
+    else:
+        launch(_embedding_bwd_cols_kernel, grad.shape[1], grad_weight, index, grad, padding_idx,
+               _acc_zero(grad_weight.dtype))
+
+
+@cuda_kernel([(_I64[::1], _I64[:, ::1])])
+def _one_hot_kernel(index, out):
+    n = index.shape[0]
+    i = cuda.grid(1)
+    while i < n:
+        out[i, index[i]] = 1
+        i += cuda.gridsize(1)
+
+
+def _one_hot_fwd_cuda(index, out):
+    """out[i, index[i]] = 1 for a zero-filled 2-D output."""
+    launch(_one_hot_kernel, index.shape[0], index, out)

@@ -1,0 +1,418 @@
+"""CUDA twins of ``kernels/cpu/loss.py``: fused softmax + cross-entropy over rows of logits.
+
+Contract (as the CPU twins): every array is 1-D and C-contiguous; logits ``x``, soft
+targets, ``prob`` and ``grad`` are ``(N*C,)`` row-major with ``ncls = C`` columns per row,
+class targets are int64 ``(N,)``, ``weight`` is ``(C,)`` (an empty array when
+``has_weight`` is false). Forward per row ``i`` with target ``t``::
+
+    lse  = max_c x_c + log(sum_c exp(x_c - max_c x_c))
+    p_c  = exp(x_c - lse)                                   (written to ``prob``)
+    loss = (1-eps) w_t (lse - x_t) + eps/C * sum_c w_c (lse - x_c)
+
+rows whose target is ``ignore_index`` get loss 0, weight 0, prob 0 and (backward) a
+zero gradient; out-of-range targets are treated the same way and counted.
+``_cross_entropy_fwd_cuda`` returns ``(sum of loss, sum of row_w, number of
+out-of-range targets)`` as ``(np.float64, np.float64, np.int64)``,
+``_cross_entropy_soft_fwd_cuda`` the sum of the row losses as ``np.float64``; the
+backward launchers return nothing. See the CPU module for the backward formulas.
+
+Design
+------
+* Forward: one block of ``ROW_TPB`` threads per row (``launch_rows``), threads striding
+  over the row's columns, shared-memory tree reductions for the row max and then, in
+  one pass, ``S = sum exp(x - m)`` (and the smoothing / soft-target sums). Each
+  ``sum w (lse - x)`` is evaluated as ``sum w (m - x) + W log S``: every term is
+  non-negative, so there is no cancellation (the CPU computes ``W lse - <w, x>``; the
+  values agree to rounding). The per-row scalar epilogue (one thread) runs in float64
+  as on the CPU.
+* Totals: the rows are split into ``P <= MAX_BLOCKS`` interleaved groups ("virtual
+  blocks", grid-striding over groups, so any grid size is correct); thread 0 of a
+  group sums its rows' loss / weight / bad count in float64 into ``part[P, k]``, and a
+  one-block kernel tree-reduces ``part`` into a 3-element device result that is
+  copied to the host. Deterministic for a given ``P``.
+* Backward: flat, one thread per logit (grid-stride); the class-weight total ``W``
+  needed with weights is reduced first by a one-block kernel (float64, as the CPU).
+* Precision: float32 and float64 compute in their own type; float16 reads half
+  elements and computes (and accumulates) in float32, storing half results. Row
+  reductions are tree sums, so float32 results match the CPU (which sums in float64)
+  to a few ulp.
+"""
+import math
+
+import numpy as np
+from numba import cuda, float64
+from numba import types as nbtypes
+
+from ._launch import MAX_BLOCKS, ROW_TPB, cuda_kernel, device_fn, launch, launch_rows
+
+__all__ = ["_cross_entropy_fwd_cuda", "_cross_entropy_bwd_cuda", "_cross_entropy_soft_fwd_cuda",
+           "_cross_entropy_soft_bwd_cuda"]
+
+_I64 = nbtypes.int64
+_F64 = nbtypes.float64
+_BOOL = nbtypes.boolean
+
+
+def _ct(T):
+    """Compute type of element type ``T``: float32 for half and float32, else float64."""
+    return nbtypes.float64 if T == nbtypes.float64 else nbtypes.float32
+
+
+def _zero(dtype):
+    """A zero of the compute type of ``dtype`` (kernels take its type as ``type(z)``)."""
+    return np.float64(0) if np.dtype(dtype) == np.float64 else np.float32(0)
+
+
+def _scratch(shape, dtype):
+    """Device scratch owned by a launcher (one place to redirect to a caching pool)."""
+    return cuda.device_array(shape, dtype)
+
+
+# ---- block reductions (shared arrays of ROW_TPB, all threads of the block call these) ------
+@device_fn
+def _tree_max(sh, tid):
+    """sh[0] = max(sh) for a shared array already filled by every thread (NaN-free)."""
+    s = ROW_TPB // 2
+    while s > 0:
+        if tid < s:
+            o = sh[tid + s]
+            if o > sh[tid]:
+                sh[tid] = o
+        cuda.syncthreads()
+        s //= 2
+
+
+@device_fn
+def _tree_sum3(s0, s1, s2, tid):
+    """Three shared arrays summed into their element 0 in one set of barriers."""
+    s = ROW_TPB // 2
+    while s > 0:
+        if tid < s:
+            s0[tid] += s0[tid + s]
+            s1[tid] += s1[tid + s]
+            s2[tid] += s2[tid + s]
+        cuda.syncthreads()
+        s //= 2
+
+
+@cuda_kernel([(_F64[:, ::1], _F64[::1])])
+def _sum_parts_kernel(part, res):
+    """res[k] = sum_j part[j, k] (one block; extra blocks do nothing)."""
+    sh = cuda.shared.array(ROW_TPB, float64)
+    tid = cuda.threadIdx.x
+    if cuda.blockIdx.x == 0:
+        P, K = part.shape
+        for k in range(K):
+            acc = 0.0
+            j = tid
+            while j < P:
+                acc += part[j, k]
+                j += ROW_TPB
+            sh[tid] = acc
+            cuda.syncthreads()
+            s = ROW_TPB // 2
+            while s > 0:
+                if tid < s:
+                    sh[tid] += sh[tid + s]
+                cuda.syncthreads()
+                s //= 2
+            if tid == 0:
+                res[k] = sh[0]
+            cuda.syncthreads()
+
+
+@cuda_kernel(lambda T: (T[::1], _F64[::1]))
+def _weight_sum_kernel(weight, res):
+    """res[0] = sum(weight) in float64 (one block; extra blocks do nothing)."""
+    sh = cuda.shared.array(ROW_TPB, float64)
+    tid = cuda.threadIdx.x
+    if cuda.blockIdx.x == 0:
+        acc = 0.0
+        j = tid
+        while j < weight.size:
+            acc += float64(weight[j])
+            j += ROW_TPB
+        sh[tid] = acc
+        cuda.syncthreads()
+        s = ROW_TPB // 2
+        while s > 0:
+            if tid < s:
+                sh[tid] += sh[tid + s]
+            cuda.syncthreads()
+            s //= 2
+        if tid == 0:
+            res[0] = sh[0]
+
+
+def _reduce_parts(part):
+    """Column sums of the float64 device array ``part`` (P, K), as a host array."""
+    res = _scratch(part.shape[1], np.float64)
+    launch_rows(_sum_parts_kernel, 1, part, res)
+    return res.copy_to_host()
+
+
+def _nparts(n):
+    return max(1, min(int(n), MAX_BLOCKS))
+
+
+# ---- class-index targets --------------------------------------------------------------------
+@cuda_kernel(lambda T: (T[::1], _I64[::1], T[::1], _BOOL, _I64, _F64, _I64, T[::1], T[::1], T[::1],
+                        _F64[:, ::1], _ct(T)))
+def _ce_fwd_kernel(x, target, weight, has_weight, ignore_index, smoothing, ncls, prob, loss, row_w,
+                   part, z):
+    ct = type(z)
+    r0 = cuda.shared.array(ROW_TPB, ct)
+    r1 = cuda.shared.array(ROW_TPB, ct)
+    r2 = cuda.shared.array(ROW_TPB, ct)
+    tid = cuda.threadIdx.x
+    n = target.size
+    C = ncls
+    nparts = part.shape[0]
+    smooth = smoothing != 0.0
+    vb = cuda.blockIdx.x
+    while vb < nparts:
+        tot = 0.0
+        wtot = 0.0
+        nbad = 0.0
+        i = vb
+        while i < n:
+            t = target[i]
+            base = i * C
+            # The branch depends on the row only: every thread of the block takes the
+            # same side, so the barriers inside are reached by all.
+            if t == ignore_index or t < 0 or t >= C:
+                c = tid
+                while c < C:
+                    prob[base + c] = 0
+                    c += ROW_TPB
+                if tid == 0:
+                    loss[i] = 0
+                    row_w[i] = 0
+                    if t != ignore_index:
+                        nbad += 1.0
+            else:
+                # Row max. NaN never compares greater, so it is skipped here and
+                # propagates through exp() into S, lse and every output instead.
+                m = ct(-math.inf)
+                c = tid
+                while c < C:
+                    v = ct(x[base + c])
+                    if v > m:
+                        m = v
+                    c += ROW_TPB
+                r0[tid] = m
+                cuda.syncthreads()
+                _tree_max(r0, tid)
+                m = r0[0]
+                cuda.syncthreads()  # everyone has read r0[0] before it is reused
+                # S = sum exp(x - m); with smoothing also sum w (m - x) and W = sum w.
+                se = ct(0)
+                sa = ct(0)
+                sw = ct(0)
+                c = tid
+                while c < C:
+                    v = ct(x[base + c])
+                    se += math.exp(v - m)
+                    if smooth:
+                        w = ct(weight[c]) if has_weight else ct(1)
+                        sa += w * (m - v)
+                        sw += w
+                    c += ROW_TPB
+                r0[tid] = se
+                r1[tid] = sa
+                r2[tid] = sw
+                cuda.syncthreads()
+                _tree_sum3(r0, r1, r2, tid)
+                S = r0[0]
+                ls = math.log(S)
+                inv = ct(1) / S
+                c = tid
+                while c < C:
+                    prob[base + c] = math.exp(ct(x[base + c]) - m) * inv
+                    c += ROW_TPB
+                if tid == 0:
+                    # lse - x_t = (m - x_t) + log S, in float64 as on the CPU.
+                    wt = float64(weight[t]) if has_weight else 1.0
+                    li = (1.0 - smoothing) * wt * ((float64(m) - float64(x[base + t])) + float64(ls))
+                    if smooth:
+                        # sum_c w_c (lse - x_c) = sum_c w_c (m - x_c) + W log S
+                        li += smoothing / C * (float64(r1[0]) + float64(r2[0]) * float64(ls))
+                    loss[i] = li
+                    row_w[i] = wt
+                    tot += li
+                    wtot += wt
+                cuda.syncthreads()  # shared arrays are rewritten by the next row
+            i += nparts
+        if tid == 0:
+            part[vb, 0] = tot
+            part[vb, 1] = wtot
+            part[vb, 2] = nbad
+        vb += cuda.gridDim.x
+
+
+def _cross_entropy_fwd_cuda(x, target, weight, has_weight, ignore_index, smoothing, ncls,
+                            prob, loss, row_w):
+    """Class-index targets: writes ``prob``, per-row ``loss`` and ``row_w``; returns
+    ``(sum of loss, sum of row_w, number of out-of-range targets)`` (see the module)."""
+    n = target.size
+    if n == 0:
+        return np.float64(0.0), np.float64(0.0), np.int64(0)
+    part = _scratch((_nparts(n), 3), np.float64)
+    launch_rows(_ce_fwd_kernel, part.shape[0], x, target, weight, bool(has_weight), int(ignore_index),
+                float(smoothing), int(ncls), prob, loss, row_w, part, _zero(x.dtype))
+    res = _reduce_parts(part)
+    return np.float64(res[0]), np.float64(res[1]), np.int64(round(res[2]))
+
+
+@cuda_kernel(lambda T: (T[::1], _I64[::1], T[::1], _BOOL, _I64, _F64, _I64, T[::1], _BOOL, T[::1],
+                        _F64[::1], _ct(T)))
+def _ce_bwd_kernel(prob, target, weight, has_weight, ignore_index, smoothing, ncls, gout, per_row,
+                   grad, wsum, z):
+    ct = type(z)
+    C = ncls
+    N = target.size * C
+    k = cuda.grid(1)
+    while k < N:
+        i = k // C
+        c = k - i * C
+        t = target[i]
+        if t == ignore_index or t < 0 or t >= C:
+            grad[k] = 0
+        else:
+            g = ct(gout[i]) if per_row else ct(gout[0])
+            p = ct(prob[k])
+            if has_weight:
+                # dx_c = a (p_c - [c == t]) + b (W p_c - w_c)
+                a = g * ct(1.0 - smoothing) * ct(weight[t])
+                b = g * ct(smoothing / C)
+                v = (a + b * ct(wsum[0])) * p - b * ct(weight[c])
+            else:
+                # dx_c = g (p_c - (1-eps)[c == t] - eps/C)
+                a = g * ct(1.0 - smoothing)
+                v = g * p - g * ct(smoothing / C)
+            if c == t:
+                v -= a
+            grad[k] = v
+        k += cuda.gridsize(1)
+
+
+def _cross_entropy_bwd_cuda(prob, target, weight, has_weight, ignore_index, smoothing, ncls,
+                            gout, per_row, grad):
+    """Gradient of the class-index loss w.r.t. the logits, from the saved softmax
+    (``gout``: one value per row when ``per_row``, else ``gout[0]`` for every row)."""
+    wsum = _scratch(1, np.float64)
+    has_weight = bool(has_weight)
+    if has_weight:
+        launch_rows(_weight_sum_kernel, 1, weight, wsum)
+    launch(_ce_bwd_kernel, target.size * int(ncls), prob, target, weight, has_weight, int(ignore_index),
+           float(smoothing), int(ncls), gout, bool(per_row), grad, wsum, _zero(prob.dtype))
+
+
+# ---- probability targets ----------------------------------------------------------------------
+@cuda_kernel(lambda T: (T[::1], T[::1], T[::1], _BOOL, _F64, _I64, T[::1], T[::1], T[::1],
+                        _F64[:, ::1], _ct(T)))
+def _ce_soft_fwd_kernel(x, target, weight, has_weight, smoothing, ncls, prob, loss, ywsum, part, z):
+    ct = type(z)
+    r0 = cuda.shared.array(ROW_TPB, ct)
+    r1 = cuda.shared.array(ROW_TPB, ct)
+    r2 = cuda.shared.array(ROW_TPB, ct)
+    tid = cuda.threadIdx.x
+    n = loss.size
+    C = ncls
+    nparts = part.shape[0]
+    keep = ct(1.0 - smoothing)
+    eps_c = ct(smoothing / C)
+    vb = cuda.blockIdx.x
+    while vb < nparts:
+        tot = 0.0
+        i = vb
+        while i < n:
+            base = i * C
+            m = ct(-math.inf)
+            c = tid
+            while c < C:
+                v = ct(x[base + c])
+                if v > m:
+                    m = v
+                c += ROW_TPB
+            r0[tid] = m
+            cuda.syncthreads()
+            _tree_max(r0, tid)
+            m = r0[0]
+            cuda.syncthreads()
+            # S = sum exp(x - m), A = sum y (m - x), Y = sum y with the smoothed,
+            # weighted target y_c = ((1-eps) t_c + eps/C) w_c.
+            se = ct(0)
+            sa = ct(0)
+            sy = ct(0)
+            c = tid
+            while c < C:
+                v = ct(x[base + c])
+                se += math.exp(v - m)
+                y = keep * ct(target[base + c]) + eps_c
+                if has_weight:
+                    y = y * ct(weight[c])
+                sa += y * (m - v)
+                sy += y
+                c += ROW_TPB
+            r0[tid] = se
+            r1[tid] = sa
+            r2[tid] = sy
+            cuda.syncthreads()
+            _tree_sum3(r0, r1, r2, tid)
+            S = r0[0]
+            ls = math.log(S)
+            inv = ct(1) / S
+            c = tid
+            while c < C:
+                prob[base + c] = math.exp(ct(x[base + c]) - m) * inv
+                c += ROW_TPB
+            if tid == 0:
+                # sum_c y_c (lse - x_c) = sum_c y_c (m - x_c) + Y log S
+                li = float64(r1[0]) + float64(r2[0]) * float64(ls)
+                loss[i] = li
+                ywsum[i] = r2[0]
+                tot += li
+            cuda.syncthreads()
+            i += nparts
+        if tid == 0:
+            part[vb, 0] = tot
+        vb += cuda.gridDim.x
+
+
+def _cross_entropy_soft_fwd_cuda(x, target, weight, has_weight, smoothing, ncls, prob, loss, ywsum):
+    """Probability targets: writes ``prob``, per-row ``loss`` and ``ywsum`` (``sum_c w_c y_c``);
+    returns the sum of the row losses (np.float64)."""
+    n = loss.size
+    if n == 0:
+        return np.float64(0.0)
+    part = _scratch((_nparts(n), 1), np.float64)
+    launch_rows(_ce_soft_fwd_kernel, part.shape[0], x, target, weight, bool(has_weight), float(smoothing),
+                int(ncls), prob, loss, ywsum, part, _zero(x.dtype))
+    return np.float64(_reduce_parts(part)[0])
+
+
+@cuda_kernel(lambda T: (T[::1], T[::1], T[::1], _BOOL, _F64, _I64, T[::1], T[::1], _BOOL, T[::1], _ct(T)))
+def _ce_soft_bwd_kernel(prob, target, weight, has_weight, smoothing, ncls, ywsum, gout, per_row, grad, z):
+    ct = type(z)
+    C = ncls
+    N = ywsum.size * C
+    keep = ct(1.0 - smoothing)
+    eps_c = ct(smoothing / C)
+    k = cuda.grid(1)
+    while k < N:
+        i = k // C
+        c = k - i * C
+        g = ct(gout[i]) if per_row else ct(gout[0])
+        y = keep * ct(target[k]) + eps_c
+        if has_weight:
+            y = y * ct(weight[c])
+        grad[k] = g * (ct(prob[k]) * ct(ywsum[i]) - y)
+        k += cuda.gridsize(1)
+
+
+def _cross_entropy_soft_bwd_cuda(prob, target, weight, has_weight, smoothing, ncls, ywsum,
+                                 gout, per_row, grad):
+    """``dx_c = g (p_c sum_k w_k y_k - w_c y_c)`` for probability targets."""
+    launch(_ce_soft_bwd_kernel, ywsum.size * int(ncls), prob, target, weight, bool(has_weight),
+           float(smoothing), int(ncls), ywsum, gout, bool(per_row), grad, _zero(prob.dtype))

@@ -1,0 +1,187 @@
+"""CUDA twins of ``kernels/cpu/optim.py``: fused Adam/AdamW and SGD over a flat arena.
+
+Contract (as the CPU twins; see ``numbagrad/optim/optimizer.py`` for the arena):
+``param``, ``grad`` and the state buffers are 1-D arrays holding a group's parameters
+back to back; the arena is cut into *blocks* ``blk_start[b]:blk_end[b]`` (int64), each
+inside parameter (*segment*) ``blk_seg[b]``; ``active[s]`` (uint8) says whether
+segment ``s`` has a gradient this step (inactive segments are left untouched, their
+counters included). Per-segment counters: Adam's float32 ``steps`` (incremented for
+active segments) and ``seg_scal`` (``[-lr/bc1, sqrt(bc2)]`` per segment, in the
+parameter dtype), SGD's uint8 ``has_buf`` (set for active segments after a momentum
+step). Per-element scalars come typed like ``param``; ``lr``, ``beta1``, ``beta2`` are
+float64. The update arithmetic is the CPU's, operation by operation (PyTorch's
+single-tensor Adam / SGD). Nothing is returned.
+
+Design
+------
+* Adam: a per-segment kernel (one thread per segment) bumps ``steps`` and computes the
+  bias corrections in float64 into ``seg_scal``; then the element kernel runs one
+  thread per arena element (grid-stride over ``param.size``). Kernels on the default
+  stream run in order, so the element kernel sees the new ``seg_scal``.
+* SGD: the element kernel reads ``has_buf`` (first momentum step copies the gradient
+  into the buffer); a per-segment kernel launched after it sets ``has_buf``.
+* An element finds its block by binary search over ``blk_start`` (``log2(#blocks)``
+  loads from a small, cached table). This assumes what ``Optimizer`` builds: blocks
+  sorted by start and non-overlapping. Elements outside every block are untouched.
+* float16 arenas: elements and the scalars are read as float32, the update is computed
+  in float32 and stored back to half (the stores narrow). float32 and float64 compute
+  in their own type, as on the CPU.
+"""
+import math
+
+import numpy as np
+from numba import cuda, float32, float64
+from numba import types as nbtypes
+
+from ._launch import cuda_kernel, device_fn, launch
+
+__all__ = ["_adam_step_cuda", "_sgd_step_cuda"]
+
+_I64 = nbtypes.int64
+_U8 = nbtypes.uint8
+_F32 = nbtypes.float32
+_F64 = nbtypes.float64
+_BOOL = nbtypes.boolean
+
+
+def _ct(T):
+    """Compute type of element type ``T``: float32 for half and float32, else float64."""
+    return _F64 if T == _F64 else _F32
+
+
+def _ctype(dtype):
+    """NumPy compute type of ``dtype`` (scalars are passed converted to it)."""
+    return np.float64 if np.dtype(dtype) == np.float64 else np.float32
+
+
+@device_fn
+def _find_block(blk_start, blk_end, e):
+    """The block holding arena element ``e``, or -1 (blocks sorted by start, disjoint)."""
+    hi = blk_start.size
+    if hi == 0 or blk_start[0] > e:
+        return -1
+    lo = 0
+    # invariant: blk_start[lo] <= e, and blk_start[hi] > e (or hi == size)
+    while hi - lo > 1:
+        mid = (lo + hi) >> 1
+        if blk_start[mid] <= e:
+            lo = mid
+        else:
+            hi = mid
+    return lo if e < blk_end[lo] else -1
+
+
+# ---- Adam / AdamW -------------------------------------------------------------------------------
+@cuda_kernel(lambda T: (_U8[::1], _F32[::1], T[::1], _F64, _F64, _F64))
+def _adam_segments_kernel(active, steps, seg_scal, lr, beta1, beta2):
+    s = cuda.grid(1)
+    while s < active.size:
+        if active[s]:
+            steps[s] += float32(1.0)
+            st = float64(steps[s])
+            bc1 = 1.0 - beta1 ** st
+            bc2 = 1.0 - beta2 ** st
+            seg_scal[2 * s] = -(lr / bc1)
+            seg_scal[2 * s + 1] = bc2 ** 0.5
+        s += cuda.gridsize(1)
+
+
+@cuda_kernel(lambda T: (T[::1], T[::1], T[::1], T[::1], T[::1], _I64[::1], _I64[::1], _I64[::1], _U8[::1],
+                        T[::1]) + (_ct(T),) * 8 + (_BOOL, _BOOL))
+def _adam_elements_kernel(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, blk_start, blk_end, blk_seg,
+                          active, seg_scal, omb1, omw, b2, omb2, eps, wd, decay, sign, amsgrad, lerp_small):
+    ct = type(omb1)
+    n = param.size
+    e = cuda.grid(1)
+    while e < n:
+        b = _find_block(blk_start, blk_end, e)
+        if b >= 0:
+            s = blk_seg[b]
+            if active[s]:
+                nss = ct(seg_scal[2 * s])
+                bc2s = ct(seg_scal[2 * s + 1])
+                p = ct(param[e])
+                g = ct(grad[e]) * sign + wd * p
+                m = ct(exp_avg[e])
+                # torch.lerp(m, g, omb1), with the branch torch picks for the weight
+                if lerp_small:
+                    m = m + omb1 * (g - m)
+                else:
+                    m = g - (g - m) * omw
+                v = ct(exp_avg_sq[e]) * b2 + omb2 * g * g
+                exp_avg[e] = m
+                exp_avg_sq[e] = v
+                if amsgrad:
+                    vm = ct(max_exp_avg_sq[e])
+                    if v > vm or v != v:  # NaN propagates, as torch.maximum
+                        vm = v
+                    max_exp_avg_sq[e] = vm
+                    v = vm
+                param[e] = p * decay + nss * m / (math.sqrt(v) / bc2s + eps)
+        e += cuda.gridsize(1)
+
+
+def _adam_step_cuda(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq,
+                    blk_start, blk_end, blk_seg, active, steps, seg_scal,
+                    lr, beta1, beta2, omb1, omw, b2, omb2, eps, wd, decay, sign,
+                    amsgrad, lerp_small):
+    """Adam / AdamW over a flat arena (``torch.optim.adam._single_tensor_adam``); see the
+    CPU twin ``_adam_step_cpu`` for the meaning of every argument."""
+    if active.size == 0:
+        return
+    t = _ctype(param.dtype)
+    launch(_adam_segments_kernel, active.size, active, steps, seg_scal, float(lr), float(beta1), float(beta2))
+    launch(_adam_elements_kernel, param.size, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq,
+           blk_start, blk_end, blk_seg, active, seg_scal,
+           t(omb1), t(omw), t(b2), t(omb2), t(eps), t(wd), t(decay), t(sign), bool(amsgrad), bool(lerp_small))
+
+
+# ---- SGD ---------------------------------------------------------------------------------------
+@cuda_kernel(lambda T: (T[::1], T[::1], T[::1], _I64[::1], _I64[::1], _I64[::1], _U8[::1], _U8[::1])
+             + (_ct(T),) * 5 + (_BOOL, _BOOL))
+def _sgd_elements_kernel(param, grad, buf, blk_start, blk_end, blk_seg, active, has_buf,
+                         neg_lr, momentum, omd, wd, sign, use_momentum, nesterov):
+    ct = type(neg_lr)
+    n = param.size
+    e = cuda.grid(1)
+    while e < n:
+        b = _find_block(blk_start, blk_end, e)
+        if b >= 0:
+            s = blk_seg[b]
+            if active[s]:
+                p = ct(param[e])
+                g = ct(grad[e]) * sign + wd * p
+                if use_momentum:
+                    if has_buf[s] == 0:
+                        bb = g  # first step: the buffer starts as the gradient
+                    else:
+                        bb = ct(buf[e]) * momentum + omd * g
+                    buf[e] = bb
+                    if nesterov:
+                        g = g + momentum * bb
+                    else:
+                        g = bb
+                param[e] = p + neg_lr * g
+        e += cuda.gridsize(1)
+
+
+@cuda_kernel([(_U8[::1], _U8[::1])])
+def _sgd_flags_kernel(active, has_buf):
+    s = cuda.grid(1)
+    while s < active.size:
+        if active[s]:
+            has_buf[s] = 1
+        s += cuda.gridsize(1)
+
+
+def _sgd_step_cuda(param, grad, buf, blk_start, blk_end, blk_seg, active, has_buf,
+                   neg_lr, momentum, omd, wd, sign, use_momentum, nesterov):
+    """SGD with momentum / dampening / nesterov / weight decay / maximize
+    (``torch.optim.sgd._single_tensor_sgd``) over a flat arena; see ``_sgd_step_cpu``."""
+    t = _ctype(param.dtype)
+    use_momentum = bool(use_momentum)
+    launch(_sgd_elements_kernel, param.size, param, grad, buf, blk_start, blk_end, blk_seg, active, has_buf,
+           t(neg_lr), t(momentum), t(omd), t(wd), t(sign), use_momentum, bool(nesterov))
+    if use_momentum:
+        # after the element kernel (same stream): it must see the old flags
+        launch(_sgd_flags_kernel, active.size, active, has_buf)
