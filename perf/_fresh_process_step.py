@@ -72,24 +72,29 @@ def import_framework(framework, threads=None):
     return ng
 
 
-def build(framework, batch, sizes=SIZES, seed=0, threads=None):
-    """A ``step()`` closure: zero_grad, forward, cross_entropy, backward, Adam step."""
+def build(framework, batch, sizes=SIZES, seed=0, threads=None, device="cpu"):
+    """A ``step()`` closure: zero_grad, forward, cross_entropy, backward, Adam step.
+
+    On ``device="cuda"`` the model and data live on the GPU and each step ends with a
+    device synchronisation, so a timed step is the GPU's work, not its launch."""
     fw = import_framework(framework, threads)
     x, y = _data(batch, sizes, seed)
     fw.manual_seed(seed)
-    model = _layers(fw.nn, sizes)
+    model = _layers(fw.nn, sizes).to(device)
     opt = fw.optim.Adam(model.parameters(), lr=1e-3)
     if framework == "torch":
-        xt, yt = fw.from_numpy(x), fw.from_numpy(y)
+        xt, yt = fw.from_numpy(x).to(device), fw.from_numpy(y).to(device)
     else:
-        xt, yt = fw.tensor(x), fw.tensor(y)
+        xt, yt = fw.tensor(x, device=device), fw.tensor(y, device=device)
     cross_entropy = fw.nn.functional.cross_entropy
+    sync = fw.cuda.synchronize if device != "cpu" else (lambda: None)
 
     def step():
         opt.zero_grad()
         loss = cross_entropy(model(xt), yt)
         loss.backward()
         opt.step()
+        sync()
         return loss
 
     return step

@@ -88,9 +88,9 @@ def human_size(n):
 WORKLOADS = {}
 
 
-def _workload(key, title, kind="time", work=None, bar=None, note=""):
+def _workload(key, title, kind="time", work=None, bar=None, note="", bw_ref="stream_triad"):
     WORKLOADS[key] = dict(key=key, title=title, kind=kind, work=work, bar=bar, note=note,
-                          order=len(WORKLOADS))
+                          order=len(WORKLOADS), bw_ref=bw_ref)
 
 
 _bars_mlp = {32: 2.0, 128: 1.5}
@@ -118,6 +118,18 @@ _workload("stream_triad_fresh_out", f"STREAM triad {human_size(EW_N)} f32, new o
 if BW_LARGE_N:
     _workload("stream_triad_large", f"STREAM triad {human_size(BW_LARGE_N)} f32 (numba prange)",
               kind="bytes", work=3 * BW_LARGE_N * np.dtype(DTYPE).itemsize, note="best of runs")
+# GPU rows (perf/test_bench_cuda.py; skipped without a CUDA GPU). % BW is against the card's
+# measured device-to-device copy bandwidth.
+CUDA_MLP_BATCH = 1024
+CUDA_EW_N = 1 << 26
+_CUDA_EW_BYTES = CUDA_EW_N * 4
+_workload(f"cuda_mlp_b{CUDA_MLP_BATCH}", f"GPU: MLP {'-'.join(map(str, MLP_SIZES))} train step b{CUDA_MLP_BATCH}",
+          bar=("ratio", "<=", 2.0), note="fwd + cross_entropy + bwd + Adam, synchronised")
+_workload("cuda_ew_add", f"GPU: add x+y {human_size(CUDA_EW_N)} f32", kind="bytes", work=3 * _CUDA_EW_BYTES,
+          bar=("bw", ">=", 60.0), note="% of the card's measured copy bandwidth", bw_ref="cuda_copy")
+_workload("cuda_copy", f"GPU: device-to-device copy {human_size(CUDA_EW_N)} f32 (driver memcpy)",
+          kind="bytes", work=2 * _CUDA_EW_BYTES, note="bandwidth reference", bw_ref="cuda_copy")
+_workload("cuda_matmul_4096", "GPU: matmul 4096x4096 f32", kind="flops", work=2.0 * 4096 ** 3)
 _workload("first_step_cold", "fresh process -> 1st step, cold cache",
           note="import+build+step1, in-process clock; torch has no JIT cache")
 _workload("first_step_warm", "fresh process -> 1st step, warm cache", bar=("ratio", "<=", 1.0),
@@ -248,9 +260,9 @@ def reference_bandwidth():
 
 
 def build_rows():
-    ref_bw, _ = reference_bandwidth()
     rows = []
     for key, w in sorted(WORKLOADS.items(), key=lambda kv: kv[1]["order"]):
+        ref_bw = (BANDWIDTH.get(w["bw_ref"]) or {}).get("gbps")
         res = RESULTS.get(key)
         if not res:
             continue

@@ -187,3 +187,122 @@ def check_op(fn, ref, inputs, kwargs=None, dtypes=(np.float32, np.float64), grad
     if grad:
         check_grad(fn, inputs, kwargs=kwargs, noncontig=noncontig, **(grad_tol or {}))
     check_torch(fn, torch_fn, inputs, kwargs=kwargs, torch_kwargs=torch_kwargs, grad=grad)
+
+
+# ---- device parity (the CUDA suite) ------------------------------------------------------------
+DEVICE_TOL = {np.float32: dict(rtol=2e-5, atol=2e-6), np.float64: dict(rtol=1e-10, atol=1e-12)}
+
+
+def _device_array(be, a, noncontig=False):
+    """NumPy ``a`` on backend ``be``; ``noncontig`` makes a strided view with the same
+    values (the transposed copy's transpose, or every other element along a doubled axis)."""
+    if not noncontig or a.ndim < 1 or a.size < 2:
+        return be.from_numpy(np.ascontiguousarray(a))
+    d = be.from_numpy(np.ascontiguousarray(a.T)).T if a.ndim >= 2 else None
+    if d is None or d.flags.c_contiguous:  # e.g. shape (1, n): every other element instead
+        k = int(np.argmax(a.shape))
+        idx = (slice(None),) * k + (slice(None, None, 2),)
+        d = be.from_numpy(np.repeat(a, 2, axis=k))[idx]
+    assert not d.flags.c_contiguous
+    return d
+
+
+def to_device_tensors(inputs, dtype, device, requires_grad=False, noncontig=False):
+    """``inputs`` as Tensors on ``device``: floating arrays cast to ``dtype`` (and made
+    strided with ``noncontig``), integer/bool arrays as index tensors; anything else
+    (scalars, shapes) passes unchanged."""
+    from numbagrad.backend.dispatch import backend_for_device
+    be = backend_for_device(device)
+    out = []
+    for a in inputs:
+        if _is_float(a):
+            t = ng.Tensor._from_array(_device_array(be, a.astype(dtype), noncontig))
+            if requires_grad:
+                t.requires_grad_(True)
+            out.append(t)
+        elif isinstance(a, np.ndarray):
+            out.append(ng.Tensor._from_array(be.from_numpy(np.ascontiguousarray(a))))
+        else:
+            out.append(a)
+    return out
+
+
+def _host(x):
+    """A Tensor's values as a host NumPy array (any device)."""
+    return np.asarray(x.detach().cpu().numpy())
+
+
+def check_device(fn, ref, inputs, device="cuda", kwargs=None, dtypes=(np.float32, np.float64),
+                 grad=True, grad_dtypes=None, noncontig=False, tol=None, grad_tol=None, seed=0):
+    """An op on ``device`` against NumPy (forward) and against itself on the CPU
+    (gradients for one random upstream gradient).
+
+    * forward: ``fn`` on device tensors vs ``ref(*float64 arrays)`` for each dtype (and
+      with strided inputs when ``noncontig``); with ``ref=None`` against ``fn`` on the
+      CPU in the same dtype (``numbagrad.manual_seed(seed)`` before each call, so random
+      ops such as dropout draw the same numbers). Every output must live on ``device``.
+    * gradients: the same upstream gradient through the CPU and the device graph, for
+      each dtype of ``grad_dtypes`` (default ``dtypes``); the device grads must be on
+      ``device`` and equal the CPU ones (which the CPU suite checks against finite
+      differences and PyTorch).
+    """
+    kwargs = kwargs or {}
+    inputs = _arrays(inputs)
+    dev = ng.device(device)
+    rng = np.random.default_rng(seed)
+
+    def run(ts):
+        ng.manual_seed(seed)
+        return _outputs(fn(*ts, **kwargs))
+
+    expected = None if ref is None else [np.asarray(e) for e in _outputs(ref(*inputs, **kwargs))]
+    for dtype in dtypes:
+        t = (tol or {}).get(dtype, TOL[dtype])
+        exp = expected
+        if exp is None:
+            exp = [_host(o) for o in run(_to_tensors(inputs, dtype))]
+        for nc in ((False, True) if noncontig else (False,)):
+            got = run(to_device_tensors(inputs, dtype, device, noncontig=nc))
+            assert len(got) == len(exp), f"{len(got)} outputs, reference has {len(exp)}"
+            for k, (g, e) in enumerate(zip(got, exp)):
+                assert isinstance(g, ng.Tensor), f"output {k} is a {type(g).__name__}, not a Tensor"
+                assert g.device == dev, f"output {k} is on {g.device}, expected {dev}"
+                h = _host(g)
+                msg = f"output {k}, dtype={np.dtype(dtype).name}, noncontig={nc}"
+                assert h.shape == e.shape, f"shape {h.shape} != reference {e.shape} ({msg})"
+                if e.dtype.kind == "f":
+                    assert h.dtype == dtype, f"output dtype {h.dtype}, expected {np.dtype(dtype)} ({msg})"
+                    np.testing.assert_allclose(h.astype(np.float64), e.astype(np.float64), err_msg=msg, **t)
+                else:
+                    assert h.dtype == e.dtype, f"output dtype {h.dtype}, expected {e.dtype} ({msg})"
+                    np.testing.assert_array_equal(h, e, err_msg=msg)
+    if not grad:
+        return
+    for dtype in (grad_dtypes or dtypes):
+        t = (grad_tol or {}).get(dtype, DEVICE_TOL[dtype])
+        cpu_in = _to_tensors(inputs, dtype, requires_grad=True)
+        cpu_out = run(cpu_in)
+        vs = [rng.standard_normal(o.shape) if isinstance(o, ng.Tensor) and o.requires_grad else None
+              for o in cpu_out]
+        assert any(v is not None for v in vs), "op produced no differentiable output"
+        ng.autograd.backward([o for o, v in zip(cpu_out, vs) if v is not None],
+                             [ng.tensor(v.astype(o.dtype)) for o, v in zip(cpu_out, vs) if v is not None])
+        for nc in ((False, True) if noncontig else (False,)):
+            dev_in = to_device_tensors(inputs, dtype, device, requires_grad=True, noncontig=nc)
+            dev_out = run(dev_in)
+            used = [(o, v) for o, v in zip(dev_out, vs) if v is not None]
+            for o, _ in used:
+                assert o.requires_grad, "device output does not require grad"
+            ng.autograd.backward([o for o, _ in used],
+                                 [ng.tensor(v.astype(o.dtype), device=device) for o, v in used])
+            for i, (tc, td) in enumerate(zip(cpu_in, dev_in)):
+                if not isinstance(tc, ng.Tensor):
+                    continue
+                msg = f"gradient of input {i}, dtype={np.dtype(dtype).name}, noncontig={nc}"
+                if tc.grad is None:
+                    assert td.grad is None, f"{msg}: the CPU has no gradient, the device has one"
+                    continue
+                assert td.grad is not None, f"{msg}: missing on the device"
+                assert td.grad.device == dev, f"{msg}: on {td.grad.device}, expected {dev}"
+                assert td.grad.dtype == tc.grad.dtype, f"{msg}: dtype {td.grad.dtype} != {tc.grad.dtype}"
+                np.testing.assert_allclose(_host(td.grad), _host(tc.grad), err_msg=msg, **t)

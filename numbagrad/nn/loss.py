@@ -23,11 +23,18 @@ _REDUCTIONS = ("none", "mean", "sum")
 _EMPTY = {}
 
 
-def _empty(dtype):
-    e = _EMPTY.get(dtype)
+def _empty(be, dtype):
+    """A 1-element placeholder weight array on ``be``'s device (kernels ignore it)."""
+    e = _EMPTY.get((be.name, dtype))
     if e is None:
-        e = _EMPTY[dtype] = np.zeros(1, dtype)
+        e = _EMPTY[(be.name, dtype)] = be.zeros(1, dtype)
     return e
+
+
+def _scalar_out(be, value, dt):
+    """A 0-d result array on ``be``'s device."""
+    a = np.asarray(value, dtype=dt)
+    return a if be.name == "cpu" else be.asarray(a)
 
 
 def _check_reduction(reduction, opname):
@@ -42,10 +49,12 @@ def _weight_array(weight, ncls, dtype, opname):
     if w.shape != (ncls,):
         raise ValueError(f"{opname}: weight tensor should be defined either for all {ncls} classes or no "
                          f"classes but got weight tensor of shape: {tuple(w.shape)}")
-    return np.ascontiguousarray(w, dtype=dtype)
+    be = backend_of(w)
+    return be.contiguous(w if w.dtype == dtype else w.astype(dtype))
 
 
 def _report_bad_targets(t, ncls, ignore_index, opname):
+    t = backend_of(t).to_numpy(t)
     bad = t[(t != ignore_index) & ((t < 0) | (t >= ncls))]
     v = int(bad.reshape(-1)[0])
     raise IndexError(f"{opname}: target {v} is out of bounds for {ncls} classes (valid class indices are "
@@ -59,42 +68,44 @@ class CrossEntropy(Function):
     def forward(ctx, x, target, weight, ignore_index, reduction, smoothing):
         n, c = x.shape
         dt = x.dtype
-        x = np.ascontiguousarray(x)
+        be = backend_of(x)
+        x = be.contiguous(x)
         if target.dtype != np.int64 or not target.flags.c_contiguous:
-            target = np.ascontiguousarray(target, dtype=np.int64)
-        prob = np.empty(n * c, dt)
-        loss = np.empty(n, dt)
-        row_w = np.empty(n, dt)
+            target = be.contiguous(target.astype(np.int64))
+        prob = be.empty(n * c, dt)
+        loss = be.empty(n, dt)
+        row_w = be.empty(n, dt)
         has_w = weight is not None
-        w = weight if has_w else _empty(dt)
-        total, wtot, nbad = backend_of(x).kernel("loss", "cross_entropy_fwd")(
+        w = weight if has_w else _empty(be, dt)
+        total, wtot, nbad = be.kernel("loss", "cross_entropy_fwd")(
             x.reshape(-1), target, w, has_w, ignore_index, smoothing, c, prob, loss, row_w)
         if nbad:
             _report_bad_targets(target, c, ignore_index, "cross_entropy")
         ctx.save_for_backward(prob, target, w)
         ctx.info = (n, c, has_w, ignore_index, smoothing, reduction, wtot)
         if reduction == "mean":
-            return np.asarray(total / wtot if wtot != 0 else math.nan, dtype=dt)
+            return _scalar_out(be, total / wtot if wtot != 0 else math.nan, dt)
         if reduction == "sum":
-            return np.asarray(total, dtype=dt)
+            return _scalar_out(be, total, dt)
         return loss
 
     @staticmethod
     def backward(ctx, g):
         prob, target, w = ctx.saved_tensors
+        be = backend_of(prob)
         n, c, has_w, ignore_index, smoothing, reduction, wtot = ctx.info
         dt = prob.dtype
         if reduction == "none":
-            gout = np.ascontiguousarray(g, dtype=dt)
+            gout = be.contiguous(g if g.dtype == dt else g.astype(dt))
             per_row = True
         else:
             s = float(g)
             if reduction == "mean":
                 s = s / wtot if wtot != 0 else math.nan
-            gout = np.full(1, s, dt)
+            gout = be.full(1, s, dt)
             per_row = False
-        grad = np.empty(n * c, dt)
-        backend_of(prob).kernel("loss", "cross_entropy_bwd")(
+        grad = be.empty(n * c, dt)
+        be.kernel("loss", "cross_entropy_bwd")(
             prob, target, w, has_w, ignore_index, smoothing, c, gout, per_row, grad)
         return grad.reshape(n, c), None, None, None, None, None
 
@@ -106,35 +117,37 @@ class SoftCrossEntropy(Function):
     def forward(ctx, x, target, weight, reduction, smoothing):
         n, c = x.shape
         dt = x.dtype
-        x = np.ascontiguousarray(x)
-        y = np.ascontiguousarray(target, dtype=dt)
-        prob = np.empty(n * c, dt)
-        loss = np.empty(n, dt)
-        ywsum = np.empty(n, dt)
+        be = backend_of(x)
+        x = be.contiguous(x)
+        y = be.contiguous(target if target.dtype == dt else target.astype(dt))
+        prob = be.empty(n * c, dt)
+        loss = be.empty(n, dt)
+        ywsum = be.empty(n, dt)
         has_w = weight is not None
-        w = weight if has_w else _empty(dt)
-        total = backend_of(x).kernel("loss", "cross_entropy_soft_fwd")(
+        w = weight if has_w else _empty(be, dt)
+        total = be.kernel("loss", "cross_entropy_soft_fwd")(
             x.reshape(-1), y.reshape(-1), w, has_w, smoothing, c, prob, loss, ywsum)
         ctx.save_for_backward(prob, y, w, ywsum)
         ctx.info = (n, c, has_w, smoothing, reduction)
         if reduction == "mean":
-            return np.asarray(total / n if n else math.nan, dtype=dt)
+            return _scalar_out(be, total / n if n else math.nan, dt)
         if reduction == "sum":
-            return np.asarray(total, dtype=dt)
+            return _scalar_out(be, total, dt)
         return loss
 
     @staticmethod
     def backward(ctx, g):
         prob, y, w, ywsum = ctx.saved_tensors
+        be = backend_of(prob)
         n, c, has_w, smoothing, reduction = ctx.info
         dt = prob.dtype
         if reduction == "none":
-            gout, per_row = np.ascontiguousarray(g, dtype=dt), True
+            gout, per_row = be.contiguous(g if g.dtype == dt else g.astype(dt)), True
         else:
             s = float(g) / (n if reduction == "mean" else 1)
-            gout, per_row = np.full(1, s, dt), False
-        grad = np.empty(n * c, dt)
-        backend_of(prob).kernel("loss", "cross_entropy_soft_bwd")(
+            gout, per_row = be.full(1, s, dt), False
+        grad = be.empty(n * c, dt)
+        be.kernel("loss", "cross_entropy_soft_bwd")(
             prob, y.reshape(-1), w, has_w, smoothing, c, ywsum, gout, per_row, grad)
         return grad.reshape(n, c), None, None, None, None
 

@@ -97,7 +97,8 @@ class Pow(Function):
         ga = gb = None
         if na:
             # b * a^(b-1); written as b * a^(b-1) (not y*b/a) so that a == 0 is exact.
-            bm1 = be.sub(b, b.dtype.type(1))
+            # (an operator, not be.sub: b may be a NumPy scalar, e.g. x ** 3)
+            bm1 = b - b.dtype.type(1)
             ga = be.sum_to_shape(be.mul(g, be.mul(b, be.pow(a, bm1))), _shape(a))
         if nb:
             # a^b * log(a); PyTorch's convention: 0 where a == 0 and b >= 0.
@@ -203,7 +204,7 @@ def floor_divide(input, other):
     if (isinstance(a, Tensor) and a.dtype.kind in "iub") and not (isinstance(b, Tensor) and b.dtype.kind == "f"):
         aa = a.data if isinstance(a, Tensor) else a
         bb = b.data if isinstance(b, Tensor) else b
-        return Tensor(np.floor_divide(aa, bb))
+        return Tensor._from_array(be_of(aa, bb).asarray(np.floor_divide(aa, bb)))
     return floor(Div.apply(a, b))
 
 
@@ -386,7 +387,7 @@ def where(condition, input=None, other=None):
     indices of the nonzero elements as in ``torch.where(cond)``."""
     condition = as_tensor_arg(condition, "where")
     if input is None and other is None:
-        return tuple(Tensor(i) for i in np.nonzero(condition.numpy()))
+        return tuple(Tensor._from_array(i) for i in np.nonzero(condition.data))
     a, b = binary_operands(input, other, "where")
     cond = condition if condition.dtype == np.bool_ else condition.bool()
     return Where.apply(cond, a, b)
@@ -444,8 +445,7 @@ def allclose(input, other, rtol=1e-5, atol=1e-8, equal_nan=False):
 
 
 def isclose(input, other, rtol=1e-5, atol=1e-8, equal_nan=False):
-    return Tensor._from_array(np.isclose(input.detach().numpy(), other.detach().numpy(), rtol=rtol,
-                                         atol=atol, equal_nan=equal_nan))
+    return Tensor._from_array(np.isclose(input.data, other.data, rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
 def lerp(input, end, weight):

@@ -43,7 +43,21 @@ def _contig(a):
 
 def _overlaps(a, b):
     """Whether two arrays may share memory (an in-place op reading its own output)."""
-    return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and np.may_share_memory(a, b)
+    return type(a) is type(b) and np.may_share_memory(a, b)
+
+
+def _on(like, a):
+    """Backend array ``a`` moved to the backend of ``like`` (itself when already there)."""
+    if type(a) is type(like):
+        return a
+    return backend_of(like).from_numpy(backend_of(a).to_numpy(a))
+
+
+def _same_device(opname, what, t, like):
+    """Raise when Tensor ``t`` (an index, mask or source) is not on the device of array ``like``."""
+    if type(t.data) is not type(like):
+        raise RuntimeError(f"{opname}: expected all tensors to be on the same device, got the {what} on "
+                           f"{t.device} and the input on {backend_of(like).device}")
 
 
 def _dims3(shape, dim):
@@ -61,14 +75,21 @@ def _norm_dim(dim, ndim, opname):
     return int(dim) % n
 
 
-def _index_arg(index, opname, what="index"):
-    """An index argument as a C-contiguous int64 backend array; rejects other dtypes."""
+def _index_arg(index, opname, what="index", like=None):
+    """An index argument as a C-contiguous int64 backend array; rejects other dtypes.
+
+    With ``like`` (the data array the index addresses), an index Tensor must be on its
+    device, and a list/NumPy index is moved there."""
     if isinstance(index, Tensor):
         a = index.data
+        if like is not None:
+            _same_device(opname, what, index, like)
     else:
         a = np.asarray(index)
         if a.size == 0 and a.dtype.kind == "f" and not isinstance(index, np.ndarray):
             a = a.astype(np.int64)  # an empty Python list
+        if like is not None and a.dtype.kind in "iu":
+            a = backend_of(like).asarray(a)
     if a.dtype.kind not in "iu":
         raise RuntimeError(f"{opname}: expected an integer (int32/int64) {what} tensor, "
                            f"got dtype {a.dtype}")
@@ -179,11 +200,15 @@ def _index_error(opname, e, shape):
 
 
 def _advanced_plan(idx, shape):
-    """How to scatter the gradient of ``x[idx]`` back: ``("assign",)`` when no integer
+    """How to scatter the gradient of ``x[idx]`` back: ``("mask",)`` for one bool array
+    first and full slices after it, ``("assign",)`` for other indices where no integer
     array can repeat a position, ``("rows", axis)`` for one integer array on one axis with
-    full slices elsewhere (the ``index_add`` kernel), else ``("add_at",)``."""
+    full slices elsewhere (both through the ``index_add`` kernel), else ``("add_at",)``."""
     arrays = [i for i, it in enumerate(idx) if hasattr(it, "dtype") and it.dtype.kind in "iu"]
     if not arrays:
+        if (hasattr(idx[0], "dtype") and all(it is Ellipsis or (type(it) is slice and it == _SLICE_ALL)
+                                              for it in idx[1:])):
+            return ("mask",)
         return ("assign",)
     if len(arrays) == 1 and all(it is Ellipsis or (type(it) is slice and it == _SLICE_ALL) or k == arrays[0]
                                 for k, it in enumerate(idx)):
@@ -218,32 +243,77 @@ class GetItemView(Function):
         return out, None
 
 
+def _advanced_index_on(x, idx):
+    """The index arrays of ``idx`` on ``x``'s device; a lone 1-D bool array with full
+    slices around it becomes the integer positions it selects (the ``rows`` plan)."""
+    pos = [k for k, it in enumerate(idx) if hasattr(it, "dtype")]
+    if any(type(idx[k]) is not type(x) for k in pos):
+        idx = tuple(_on(x, it) if hasattr(it, "dtype") else it for it in idx)
+    if len(pos) == 1 and Ellipsis not in idx:
+        k = pos[0]
+        m = idx[k]
+        if (m.dtype == np.bool_ and m.ndim == 1 and k < x.ndim
+                and all(type(it) is slice and it == _SLICE_ALL for j, it in enumerate(idx) if j != k)):
+            if m.shape[0] != x.shape[k]:
+                raise IndexError(f"getitem: boolean index did not match indexed array along axis {k}; size of "
+                                 f"axis is {x.shape[k]} but size of corresponding boolean axis is {m.shape[0]} "
+                                 f"(tensor shape {tuple(x.shape)})")
+            idx = idx[:k] + (np.nonzero(m)[0].astype(np.int64, copy=False),) + idx[k + 1:]
+    return idx
+
+
+def _add_rows(out_shape, k, flat, g):
+    """``out = zeros(out_shape)``, then ``out[.., flat[i], ..] += g[.., i, ..]`` along axis
+    ``k`` (the ``index_add`` kernel; float16 accumulates in float32: CPU @njit has none)."""
+    be = backend_of(g)
+    half = g.dtype == np.float16
+    gs = g.astype(np.float32) if half else g
+    out = be.zeros(out_shape, gs.dtype)
+    A, N, B = _dims3(out_shape, k)
+    if out.size and flat.size:
+        _kernel(gs, "index_add_fwd")(out.reshape(A, N, B), flat, _contig(gs).reshape(A, flat.size, B),
+                                     gs.dtype.type(1))
+    return out.astype(g.dtype) if half else out
+
+
 class GetItemAdvanced(Function):
     """Advanced indexing: a copy; backward scatter-adds (duplicates accumulate)."""
 
     @staticmethod
     def forward(ctx, x, idx):
-        try:
-            y = x[idx]
-        except IndexError as e:
-            raise _index_error("getitem", e, x.shape) from None
-        ctx.meta = (x.shape, idx, _advanced_plan(idx, x.shape))
+        idx = _advanced_index_on(x, idx)
+        plan = _advanced_plan(idx, x.shape)
+        if plan[0] == "rows" and plan[1]:
+            # x[:, i] as np.take (one gather along the axis on every backend)
+            k = plan[1]
+            index = next(it for it in idx if hasattr(it, "dtype"))
+            _check_range("getitem", index, x.shape[k], k, x.shape, allow_negative=True)
+            y = np.take(x, _wrap_negative(index, x.shape[k]), axis=k)
+        else:
+            try:
+                y = x[idx]
+            except IndexError as e:
+                raise _index_error("getitem", e, x.shape) from None
+        ctx.meta = (x.shape, idx, plan)
         return y
 
     @staticmethod
     def backward(ctx, g):
         shape, idx, plan = ctx.meta
         be = backend_of(g)
+        if plan[0] == "rows":
+            k = plan[1]
+            index = next(it for it in idx if hasattr(it, "dtype"))
+            flat = _wrap_negative(_contig(index.astype(np.int64, copy=False).reshape(-1)), shape[k])
+            return _add_rows(shape, k, flat, g), None
+        if plan[0] == "mask":
+            m = idx[0]
+            flat = np.nonzero(m.reshape(-1))[0].astype(np.int64, copy=False)
+            out = _add_rows((m.size,) + tuple(shape[m.ndim:]), 0, flat, g)
+            return out.reshape(shape), None
         out = be.zeros(shape, g.dtype)
         if plan[0] == "assign":
             out[idx] = g
-        elif plan[0] == "rows":
-            k = plan[1]
-            index = next(it for it in idx if hasattr(it, "dtype"))
-            A, N, B = _dims3(shape, k)
-            flat = _wrap_negative(_contig(index.astype(np.int64, copy=False).reshape(-1)), N)
-            src = _contig(g).reshape(A, flat.size, B)
-            _kernel(g, "index_add_fwd")(out.reshape(A, N, B), flat, src, g.dtype.type(1))
         else:
             np.add.at(out, idx, g)
         return out, None
@@ -260,7 +330,7 @@ def getitem(input, idx):
 def take(input, index):
     """``input`` seen as 1-D, indexed by ``index`` (negative indices count from the end)."""
     from .shape import reshape
-    idx = _index_arg(index, "take")
+    idx = _index_arg(index, "take", like=input.data)
     _check_range("take", idx, input.data.size, 0, input.shape, allow_negative=True)
     return GetItemAdvanced.apply(reshape(input, -1), (idx,))
 
@@ -292,7 +362,8 @@ class IndexPut(Function):
             gx = backend_of(g).copy(g)
             gx[idx] = 0
         if nv:
-            gv = _as_grad(_sum_to(np.asarray(g[idx]), vshape), vdtype)
+            gi = g[idx]
+            gv = _as_grad(_sum_to(np.asarray(gi) if isinstance(gi, np.generic) else gi, vshape), vdtype)
         return gx, gv, None
 
 
@@ -420,7 +491,7 @@ class Gather(Function):
 
 def _gather_args(opname, input, dim, index):
     input = as_tensor_arg(input, opname)
-    idx = _index_arg(index, opname)
+    idx = _index_arg(index, opname, like=input.data)
     dim = _norm_dim(dim, input.ndim, opname)
     _check_gather_shapes(opname, input.shape, dim, idx.shape)
     n = input.shape[dim] if input.ndim else 1
@@ -437,7 +508,7 @@ def gather(input, dim, index, sparse_grad=False):
 
 def _scatter_args(opname, input, dim, index, src):
     input = as_tensor_arg(input, opname)
-    idx = _index_arg(index, opname)
+    idx = _index_arg(index, opname, like=input.data)
     dim = _norm_dim(dim, input.ndim, opname)
     _check_gather_shapes(opname, input.shape, dim, idx.shape, None if src is None else src.shape)
     n = input.shape[dim] if input.ndim else 1
@@ -485,9 +556,10 @@ class Scatter(Function):
 
 def _src_arg(src, opname, like):
     if isinstance(src, Tensor):
+        _same_device(opname, "source", src, like.data)
         return src
     if isinstance(src, (np.ndarray, list)):
-        return Tensor(np.asarray(src), dtype=like.dtype)
+        return Tensor._from_array(backend_of(like.data).asarray(np.asarray(src), like.dtype))
     raise TypeError(f"{opname}: src must be a Tensor, got {type(src).__name__}")
 
 
@@ -552,7 +624,7 @@ def take_along_dim(input, indices, dim=None):
     indices count from the end, as ``torch.take_along_dim``."""
     from .shape import reshape, expand
     input = as_tensor_arg(input, "take_along_dim")
-    idx = _index_arg(indices, "take_along_dim", "indices")
+    idx = _index_arg(indices, "take_along_dim", "indices", like=input.data)
     if dim is None:
         input, idx, dim = reshape(input, -1), idx.reshape(-1), 0
     else:
@@ -584,8 +656,8 @@ def take_along_dim(input, indices, dim=None):
 
 
 # ---- index_select / index_add --------------------------------------------------------------------
-def _vector_index(opname, index, what="index"):
-    idx = _index_arg(index, opname, what)
+def _vector_index(opname, index, what="index", like=None):
+    idx = _index_arg(index, opname, what, like)
     if idx.ndim > 1:
         raise RuntimeError(f"{opname}: {what} must be a vector (0-d or 1-d), got shape {tuple(idx.shape)}")
     return idx.reshape(-1)
@@ -620,7 +692,7 @@ class IndexSelect(Function):
 def index_select(input, dim, index):
     """The entries of ``input`` at the positions ``index`` (a vector) along ``dim``."""
     input = as_tensor_arg(input, "index_select")
-    idx = _vector_index("index_select", index)
+    idx = _vector_index("index_select", index, like=input.data)
     dim = _norm_dim(dim, input.ndim, "index_select")
     n = input.shape[dim] if input.ndim else 1
     if input.ndim == 0 and idx.size != 1:
@@ -674,7 +746,7 @@ class IndexAdd(Function):
 
 
 def _index_add_args(opname, input, dim, index, source):
-    idx = _vector_index(opname, index)
+    idx = _vector_index(opname, index, like=input.data)
     dim = _norm_dim(dim, input.ndim, opname)
     shape = tuple(input.shape) or (1,)
     want = shape[:dim] + (idx.size,) + shape[dim + 1:]
@@ -706,8 +778,15 @@ def index_add_(input, dim, index, source, alpha=1):
 
 
 # ---- masks -------------------------------------------------------------------------------------
-def _mask_arg(mask, opname):
-    m = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
+def _mask_arg(mask, opname, like):
+    """A bool mask array on the device of ``like`` (a mask Tensor must already be there)."""
+    if isinstance(mask, Tensor):
+        m = mask.data
+        _same_device(opname, "mask", mask, like)
+    else:
+        m = np.asarray(mask)
+        if m.dtype.kind == "b":
+            m = backend_of(like).asarray(m)
     if m.dtype.kind != "b":
         raise RuntimeError(f"{opname}: expected a boolean mask, got mask of dtype {m.dtype}")
     return m
@@ -754,19 +833,19 @@ class MaskedFill(Function):
 def masked_fill(input, mask, value):
     """``input`` with ``value`` where ``mask`` (bool, broadcasting) is True."""
     input = as_tensor_arg(input, "masked_fill")
-    return MaskedFill.apply(input, _mask_arg(mask, "masked_fill"), _value_arg(value, "masked_fill"))
+    return MaskedFill.apply(input, _mask_arg(mask, "masked_fill", input.data), _value_arg(value, "masked_fill"))
 
 
 def masked_fill_(input, mask, value):
     """In-place :func:`masked_fill`; ``mask`` must broadcast to ``input``'s shape."""
-    m = _mask_arg(mask, "masked_fill_")
+    m = _mask_arg(mask, "masked_fill_", input.data)
     value = _value_arg(value, "masked_fill_")
     if _broadcast_shape("masked_fill_", input.shape, m.shape) != tuple(input.shape):
         raise RuntimeError(f"masked_fill_: mask of shape {tuple(m.shape)} does not broadcast to the "
                            f"tensor's shape {tuple(input.shape)}")
 
     def direct(out):
-        out[backend_of(out).broadcast_to(m, out.shape)] = value.data if isinstance(value, Tensor) else value
+        np.copyto(out, value.data if isinstance(value, Tensor) else value, casting="unsafe", where=m)
     return _inplace(input, "masked_fill_", (value,), direct, lambda: MaskedFill.apply(input, m, value))
 
 
@@ -783,15 +862,15 @@ class MaskedSelect(Function):
     def backward(ctx, g):
         xshape, shape, mb = ctx.meta
         be = backend_of(g)
-        full = be.zeros(shape, g.dtype)
-        full[mb] = g
+        flat = np.nonzero(mb.reshape(-1))[0].astype(np.int64, copy=False)
+        full = _add_rows((mb.size,), 0, flat, g).reshape(shape)
         return be.sum_to_shape(full, xshape), None
 
 
 def masked_select(input, mask):
     """The 1-D tensor of the entries of ``input`` where ``mask`` (broadcasting) is True."""
     input = as_tensor_arg(input, "masked_select")
-    return MaskedSelect.apply(input, _mask_arg(mask, "masked_select"))
+    return MaskedSelect.apply(input, _mask_arg(mask, "masked_select", input.data))
 
 
 def nonzero(input, as_tuple=False):
@@ -854,8 +933,9 @@ class Embedding(Function):
         be = backend_of(g)
         g2 = _contig(g).reshape(idx.size, wshape[1])
         if scale and idx.size:
-            counts = np.bincount(idx, minlength=wshape[0])
-            g2 = be.div(g2, counts[idx].astype(g.dtype)[:, None])
+            hidx = be.to_numpy(idx)  # a host bincount (a no-op transfer on the CPU)
+            counts = np.bincount(hidx, minlength=wshape[0])
+            g2 = be.div(g2, be.asarray(counts[hidx].astype(g.dtype)[:, None]))
         gw = be.zeros(wshape, g.dtype)
         if g2.size:
             _kernel(g, "embedding_bwd")(gw, idx, g2, padding_idx)
@@ -867,7 +947,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     """Rows of ``weight`` (``num_embeddings x dim``) at the integer ``input``: output shape
     ``input.shape + (dim,)``. The row ``padding_idx`` gets no gradient; ``max_norm``
     renormalises the looked-up rows of ``weight`` in place first (as PyTorch does)."""
-    idx = _index_arg(input, "embedding", "input")
+    idx = _index_arg(input, "embedding", "input", like=weight.data)
     if weight.ndim != 2:
         raise RuntimeError(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), got shape "
                            f"{tuple(weight.shape)}")
@@ -886,10 +966,17 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     flat = idx.reshape(-1)
     if max_norm is not None and flat.size:
         w = weight.data
-        rows = np.unique(flat)
-        norms = np.linalg.norm(w[rows].astype(np.float64), ord=norm_type, axis=1)
+        be = backend_of(w)
+        rows = np.unique(be.to_numpy(flat))  # the norms are computed on the host
+        sel = be.to_numpy(w[be.asarray(rows)]).astype(np.float64)
+        norms = np.linalg.norm(sel, ord=norm_type, axis=1)
         scale = np.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
-        w[rows] = (w[rows] * scale[:, None]).astype(w.dtype)
+        new = (sel * scale[:, None]).astype(w.dtype)
+        try:
+            w[be.asarray(rows)] = be.asarray(new)
+        except NotImplementedError:  # a backend without advanced assignment: the scatter kernel
+            r = be.asarray(rows.astype(np.int64))
+            _scatter_into("set", w, 0, _contig(be.broadcast_to(r.reshape(-1, 1), new.shape)), be.asarray(new))
         weight._bump_version()
     return Embedding.apply(weight, flat, pad, bool(scale_grad_by_freq), idx.shape + (weight.shape[1],))
 
@@ -927,17 +1014,21 @@ class Copy(Function):
     @staticmethod
     def forward(ctx, x, src):
         be = backend_of(x)
-        ctx.meta = (src.shape, src.dtype)
+        ctx.meta = (src.shape, src.dtype, backend_of(src))
         out = be.empty(x.shape, x.dtype)
-        out[...] = src
+        out[...] = _on(out, src)  # copy_ may cross devices, as in PyTorch
         return out
 
     @staticmethod
     def backward(ctx, g):
-        shape, dtype = ctx.meta
+        shape, dtype, src_be = ctx.meta
         nx, ns = ctx.needs_input_grad
         be = backend_of(g)
-        gs = _as_grad(be.sum_to_shape(g, shape), dtype) if ns else None
+        gs = None
+        if ns:
+            gs = _as_grad(be.sum_to_shape(g, shape), dtype)
+            if src_be is not be:
+                gs = src_be.from_numpy(be.to_numpy(gs))
         return (be.zeros(g.shape, g.dtype) if nx else None), gs
 
 
@@ -950,5 +1041,5 @@ def copy_(input, src, non_blocking=False):
                            f"shape {tuple(input.shape)}")
 
     def direct(out):
-        out[...] = src.data
+        out[...] = _on(out, src.data)
     return _inplace(input, "copy_", (src,), direct, lambda: Copy.apply(input, src))

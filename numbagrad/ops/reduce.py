@@ -1,6 +1,7 @@
 """Reductions over any set of axes, with ``keepdim``."""
 import builtins
 import collections
+import math
 
 import numpy as np
 
@@ -98,14 +99,15 @@ class Prod(Function):
         g = g.reshape(y.shape)
         # d prod / d x_i = prod of the others; computed with exclusive cumulative
         # products along the flattened reduced axes so zeros in x are exact.
+        be = backend_of(g)
         keep = [i for i in range(x.ndim) if i not in axes]
         perm = keep + list(axes)
         xp = np.transpose(x, perm).reshape(tuple(x.shape[i] for i in keep) + (-1,))
-        ones = np.ones(xp.shape[:-1] + (1,), dtype=x.dtype)
+        ones = be.ones(xp.shape[:-1] + (1,), dtype=x.dtype)
         left = np.cumprod(np.concatenate([ones, xp[..., :-1]], -1), -1)
         right = np.flip(np.cumprod(np.flip(np.concatenate([xp[..., 1:], ones], -1), -1), -1), -1)
         others = (left * right).reshape(tuple(x.shape[i] for i in perm))
-        others = np.transpose(others, np.argsort(perm))
+        others = np.transpose(others, tuple(int(i) for i in np.argsort(perm)))
         return (g * others).astype(x.dtype, copy=False), None, None
 
 
@@ -155,25 +157,29 @@ class _DimExtreme(Function):
         if x.shape[axis] == 0:
             raise IndexError(f"{ctx._fn[3:]}(): cannot reduce over a zero-size dimension {axis} of "
                              f"shape {tuple(x.shape)}")
-        idx = getattr(be, ctx._fn)(x, axis=axis)
-        idxk = np.expand_dims(idx, axis)
-        vals = np.take_along_axis(x, idxk, axis)
-        ctx.meta = (x.shape, axis, idxk)
-        if not keepdim:
-            vals = vals.reshape(idx.shape)
-        else:
-            idx = idxk
-        idx = idx.astype(np.int64)
+        idx = getattr(be, ctx._fn)(x, axis=axis).astype(np.int64, copy=False)
+        # The value at the arg-extreme is the extreme itself (NaN included: both
+        # propagate the first NaN), so no gather is needed.
+        vals = (be.amax if ctx._fn == "argmax" else be.amin)(x, axis=axis, keepdims=keepdim)
+        ctx.meta = (x.shape, axis, idx)
+        if keepdim:
+            idx = np.expand_dims(idx, axis)
         ctx.mark_non_differentiable(idx)
         return vals, idx
 
     @staticmethod
     def backward(ctx, g, _gi):
-        shape, axis, idxk = ctx.meta
+        shape, axis, idx = ctx.meta
         be = backend_of(g)
-        out = be.zeros(shape, g.dtype)
-        np.put_along_axis(out, idxk, g.reshape(idxk.shape), axis)
-        return out, None, None
+        half = g.dtype == np.float16  # CPU @njit has no float16: scatter in float32
+        gs = g.astype(np.float32) if half else g
+        out = be.zeros(shape, gs.dtype)
+        # out[.., idx, ..] = g along ``axis``: the scatter kernel on the (A, N, B) view.
+        A, N, B = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
+        if out.size:
+            be.kernel("indexing", "scatter_fwd")(out.reshape(A, N, B), be.contiguous(idx).reshape(A, 1, B),
+                                                 be.contiguous(gs).reshape(A, 1, B))
+        return (out.astype(g.dtype) if half else out), None, None
 
 
 class _DimMin(_DimExtreme):
@@ -188,7 +194,7 @@ def _max_min(input, dim, keepdim, full, along, opname, other_fn):
         return full.apply(input, tuple(range(input.ndim)), False)
     axis = norm_axis(dim, input.ndim, opname)[0] if input.ndim else 0
     if input.ndim == 0:
-        return values_indices(input, Tensor(np.array(0, dtype=np.int64)))
+        return values_indices(input, Tensor._from_array(backend_of(input.data).zeros((), np.int64)))
     v, i = along.apply(input, axis, keepdim)
     return values_indices(v, i)
 
@@ -218,7 +224,7 @@ def _arg(input, dim, keepdim, fn, opname):
     input = as_tensor_arg(input, opname)
     be = backend_of(input.data)
     if dim is None:
-        return Tensor._from_array(np.asarray(getattr(be, fn)(input.data), dtype=np.int64).reshape(
+        return Tensor._from_array(be.asarray(getattr(be, fn)(input.data), np.int64).reshape(
             (1,) * input.ndim if keepdim else ()))
     axis = norm_axis(dim, input.ndim, opname)[0]
     r = getattr(be, fn)(input.data, axis=axis)
@@ -292,13 +298,15 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
 def all(input, dim=None, keepdim=False):
     input = as_tensor_arg(input, "all")
     axes = None if dim is None else norm_axis(dim, input.ndim, "all")
-    return Tensor._from_array(np.asarray(backend_of(input.data).all(input.data, axis=axes, keepdims=keepdim)))
+    be = backend_of(input.data)
+    return Tensor._from_array(be.asarray(be.all(input.data, axis=axes, keepdims=keepdim)))
 
 
 def any(input, dim=None, keepdim=False):
     input = as_tensor_arg(input, "any")
     axes = None if dim is None else norm_axis(dim, input.ndim, "any")
-    return Tensor._from_array(np.asarray(backend_of(input.data).any(input.data, axis=axes, keepdims=keepdim)))
+    be = backend_of(input.data)
+    return Tensor._from_array(be.asarray(be.any(input.data, axis=axes, keepdims=keepdim)))
 
 
 class CumSum(Function):

@@ -80,14 +80,48 @@ def view(input, *shape):
     shape = _shape_arg(shape)
     if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):  # view(dtype) is unsupported
         raise TypeError(f"view: expected a shape, got {shape[0]!r}")
-    if not input.data.flags.c_contiguous and input.data.size > 1:
-        try:
-            np.reshape(input.data.view(), shape, copy=False)
-        except (ValueError, TypeError):
+    data = input.data
+    if not data.flags.c_contiguous and data.size > 1:
+        n = data.size
+        if shape.count(-1) == 1:
+            known = int(np.prod([s for s in shape if s != -1]))
+            shape = tuple(n // known if s == -1 and known else s for s in shape)
+        it = data.dtype.itemsize
+        if int(np.prod(shape)) != n or not _view_ok(data.shape, tuple(s // it for s in data.strides), shape):
             raise RuntimeError(f"view: size {list(shape)} is not compatible with the input tensor's "
                                f"size {tuple(input.shape)} and stride (non-contiguous); use "
-                               ".reshape(...) instead") from None
+                               ".reshape(...) instead")
     return reshape(input, shape)
+
+
+def _view_ok(shape, strides, new):
+    """Whether an array of ``shape``/``strides`` (in elements) can be viewed as ``new``
+    without a copy (PyTorch's rule: each run of new dims must tile one run of old dims
+    that is contiguous within itself)."""
+    old = [(n, s) for n, s in zip(shape, strides) if n != 1]
+    new = [n for n in new if n != 1]
+    i = j = 0
+    while i < len(old) and j < len(new):
+        # take the smallest runs of old and new dims with equal products
+        po, pn = old[i][0], new[j]
+        i0 = i
+        i += 1
+        j += 1
+        while po != pn:
+            if po < pn:
+                if i >= len(old):
+                    return False
+                po *= old[i][0]
+                i += 1
+            else:
+                if j >= len(new):
+                    return False
+                pn *= new[j]
+                j += 1
+        for k in range(i0, i - 1):  # the old run must be contiguous within itself
+            if old[k][1] != old[k + 1][1] * old[k + 1][0]:
+                return False
+    return i == len(old) and j == len(new)
 
 
 def view_as(input, other):
@@ -144,7 +178,7 @@ class Permute(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return g.transpose(np.argsort(ctx.axes)), None
+        return g.transpose(tuple(int(i) for i in np.argsort(ctx.axes))), None
 
 
 def permute(input, *dims):
@@ -404,15 +438,20 @@ class Pad(Function):
         if ctx.mode == "constant":
             idx = tuple(slice(lo, g.shape[i] - hi) for i, (lo, hi) in enumerate(widths))
             return g[idx], None, None, None
-        # Non-constant modes read input elements several times: scatter the gradient back
-        # by padding an index map the same way.
+        # Non-constant modes read input elements several times: scatter-add the gradient
+        # back through an index map padded the same way (a host array, moved to g's device).
+        be = backend_of(g)
         n = int(np.prod(ctx.in_shape))
         ids = np.arange(n).reshape(ctx.in_shape)
         mode = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}[ctx.mode]
-        ids = np.pad(ids, widths, mode=mode)
-        out = np.zeros(n, dtype=g.dtype)
-        np.add.at(out, ids.reshape(-1), g.reshape(-1))
-        return out.reshape(ctx.in_shape), None, None, None
+        ids = be.asarray(np.pad(ids, widths, mode=mode).reshape(-1).astype(np.int64, copy=False))
+        half = g.dtype == np.float16  # CPU @njit has no float16: accumulate in float32
+        gs = be.contiguous(g.astype(np.float32) if half else g)
+        out = be.zeros(n, gs.dtype)
+        be.kernel("indexing", "index_add_fwd")(out.reshape(1, n, 1), ids, gs.reshape(1, -1, 1),
+                                               gs.dtype.type(1))
+        out = out.reshape(ctx.in_shape)
+        return (out.astype(g.dtype) if half else out), None, None, None
 
 
 def pad(input, pad, mode="constant", value=0.0):

@@ -121,13 +121,27 @@ def launch_rows(kernel, rows, *args):
     kernel[max(1, min(MAX_BLOCKS, int(rows))), ROW_TPB](*[dev(a) for a in args])
 
 
-def is_sim():
-    return SIM
+def scratch(shape, dtype):
+    """A device scratch array for a launcher, from numbagrad's caching pool once the CUDA
+    backend is up (the returned numba array keeps its pool block alive)."""
+    from ...backend import cuda as _cb
+    if _cb._POOL is None:
+        return cuda.device_array(shape, dtype)
+    a = _cb._alloc((shape,) if isinstance(shape, int) else shape, dtype)
+    d = a.dev
+    try:
+        d._numbagrad_owner = a
+    except AttributeError:  # pragma: no cover - a numba array type without a __dict__
+        return cuda.device_array(shape, dtype)
+    return d
 
 
-def log2_int(n):
-    return int(math.log2(n))
+@device_fn
+def widen(v):
+    """``v`` in its compute type: float32 for a half, itself otherwise (``v * 1.0f`` is exact,
+    keeps -0.0 and NaN; float64 stays float64)."""
+    return v * np.float32(1)
 
 
 __all__ = ["SIM", "TPB", "ROW_TPB", "MAX_BLOCKS", "FLOAT_TYPES", "REGISTRY", "Kernel",
-           "cuda_kernel", "device_fn", "dev", "launch", "launch_rows", "blocks_for", "np"]
+           "cuda_kernel", "device_fn", "dev", "launch", "launch_rows", "blocks_for", "scratch", "widen"]

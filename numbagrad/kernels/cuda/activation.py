@@ -12,9 +12,11 @@ Every op is one flat grid-stride kernel (``_<op>_<fwd|bwd>_kernel``): thread ``t
 computes elements ``t, t + gridsize, ...``, so any launch size is correct. The scalar
 math is the CPU kernels' own (:mod:`numbagrad.kernels.scalar`, inlined); the
 transcendental that the CPU path takes from a NumPy ufunc pass (``exp(-|x|)``,
-``log1p``, ``expm1``, ``tanh``, ``erf``) is computed in the kernel with ``math.*``
-(CUDA's libdevice is vectorised per thread, so a fused kernel is the fast form here).
-The CPU's float32 ``erf_f32`` fit is not used: libdevice's ``erff`` is as accurate and fast.
+``log1p``, ``expm1``, ``tanh``) is computed in the kernel with ``math.*`` (libdevice).
+The CPU's hybrid ufunc-pass-plus-loop split exists only because pip's llvmlite has no
+SVML; on the GPU a transcendental is a handful of instructions per thread, so one fused
+kernel per op, reading each input once, is the natural form. gelu calls ``math.erf``
+directly (libdevice ``erff``/``erf``) instead of the CPU's float32 ``erf_f32`` fit.
 
 float16: every element and parameter is widened with :func:`_wide_device` (``v * 1.0f``:
 half -> float32, float32/float64 unchanged, exact, keeps -0.0 and NaN), computed in
@@ -26,7 +28,7 @@ import numpy as np
 from numba import cuda
 
 from .. import scalar as S
-from ._launch import cuda_kernel, dev, device_fn, launch
+from ._launch import cuda_kernel, dev, device_fn, launch, widen
 
 
 def _sig(*kinds):
@@ -39,10 +41,7 @@ def _size(a):
     return dev(a).size
 
 
-@device_fn
-def _wide_device(v):
-    """``v`` in the compute type: float32 for a half, itself otherwise (``v * 1`` is exact)."""
-    return v * np.float32(1)
+_wide_device = widen  # shared with softmax.py and dropout.py
 
 
 # ---- relu / leaky_relu / hardtanh (relu6) ------------------------------------------------------

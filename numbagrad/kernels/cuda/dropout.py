@@ -19,23 +19,17 @@ each; ``seed`` and ``thr53`` are ``np.uint64``, the other scalars of ``x``'s dty
 * ``_alpha_dropout_fwd_cuda(x, seed, thr53, a, b_keep, b_drop, out, mask)``:
   out = a * x + b_keep where kept, else x * 0 + b_drop.
 
-float16 elements and scalars are widened to float32 (``v * 1.0f``, exact), computed and
-narrowed by the store, as in ``kernels/cuda/activation.py``.
+float16 elements and scalars are widened to float32 (``activation._wide_device``: ``v * 1.0f``,
+exact), computed and narrowed by the store.
 """
-import numpy as np
 from numba import cuda, types as nbtypes
 
 from .. import scalar as S
-from ._launch import cuda_kernel, dev, device_fn, launch
+from ._launch import widen as _wide_device
+from ._launch import cuda_kernel, dev, launch
 
 _U64 = nbtypes.uint64
 _U8 = nbtypes.uint8[::1]
-
-
-@device_fn
-def _wide_device(v):
-    """``v`` in the compute type: float32 for a half, itself otherwise (``v * 1`` is exact)."""
-    return v * np.float32(1)
 
 
 @cuda_kernel(lambda T: (T[::1], _U64, _U64, T, T[::1], _U8))

@@ -17,7 +17,7 @@ import math
 import numpy as np
 from numba import cuda, float32, int64, types as nbt
 
-from ._launch import cuda_kernel, device_fn, FLOAT_TYPES
+from ._launch import cuda_kernel, device_fn, widen, FLOAT_TYPES
 
 MAXD = 6
 """Rank the nd kernels are compiled for; the backend merges dimensions down to it."""
@@ -32,9 +32,7 @@ def _ident(x):
     return x
 
 
-@device_fn
-def _f32(x):
-    return float32(x)
+_f32 = widen  # float16 kernels convert each operand to float32
 
 
 # ---- binary operators -----------------------------------------------------------------------
@@ -434,7 +432,9 @@ def _binary_kernels(name, op, cv):
     elif op in (_atan2, _hypot, _copysign, _truediv) and not half:
         dts = FLOAT_TYPES[:1] + FLOAT_TYPES[2:]
     sfx = "_h" if half else ""
-    mk = lambda fn, sig, tag: cuda_kernel(sig, dtypes=dts, name=f"elementwise.{name}.{tag}{sfx}")(fn)
+    # PTX check: the nd variant for every dtype, the flat ones (same element code) for the first
+    mk = lambda fn, sig, tag: cuda_kernel(sig, dtypes=dts if tag == "nd" else dts[:1],
+                                          name=f"elementwise.{name}.{tag}{sfx}")(fn)
     return {
         "vv": mk(flat_vv, lambda T: (_I, T[::1], T[::1], out_t(T)[::1]), "flat_vv"),
         "vs": mk(flat_vs, lambda T: (_I, T[::1], T, out_t(T)[::1]), "flat_vs"),
@@ -476,7 +476,8 @@ def _unary_kernels(name, op, cv, int_safe):
         dts = FLOAT_TYPES[:1] + FLOAT_TYPES[2:] + ((nbt.int64,) if int_safe else ())
     out_t = (lambda T: nbt.boolean) if op in (_isnan, _isinf, _isfinite, _lnot) else (lambda T: T)
     sfx = "_h" if half else ""
-    mk = lambda fn, sig, tag: cuda_kernel(sig, dtypes=dts, name=f"elementwise.{name}.{tag}{sfx}")(fn)
+    mk = lambda fn, sig, tag: cuda_kernel(sig, dtypes=dts if tag == "nd" else dts[:1],
+                                          name=f"elementwise.{name}.{tag}{sfx}")(fn)
     return {
         "v": mk(flat, lambda T: (_I, T[::1], out_t(T)[::1]), "flat"),
         "nd": mk(nd, lambda T: (_I, _SH, T[::1], _I, _SH, out_t(T)[::1], _I, _SH), "nd"),
@@ -485,11 +486,12 @@ def _unary_kernels(name, op, cv, int_safe):
 
 KERNELS = {}
 """``(ufunc, half) -> {variant: Kernel}`` for every ufunc in :data:`BINARY`/:data:`UNARY`."""
+_NO_HALF = {np.bitwise_and, np.bitwise_or, np.bitwise_xor, np.invert}
 for _uf, _op in BINARY.items():
-    for _half in (False, True):
+    for _half in ((False,) if _uf in _NO_HALF else (False, True)):
         KERNELS[(_uf, _half)] = _binary_kernels(_uf.__name__, _op, _f32 if _half else _ident)
 for _uf, _op in UNARY.items():
-    for _half in (False, True):
+    for _half in ((False,) if _uf in _NO_HALF else (False, True)):
         KERNELS[(_uf, _half)] = _unary_kernels(_uf.__name__, _op, _f32 if _half else _ident,
                                               _uf in _INT_SAFE)
 

@@ -4,15 +4,15 @@ embedding / one_hot.
 Contract (as the CPU twins): every kernel works on the canonical 3-D view ``(A, N, B)``
 of its tensor, ``dim`` being the middle axis; callers (``numbagrad/ops/indexing.py``)
 pass C-contiguous arrays reshaped that way, int64 indices already checked to lie in
-``[0, N)``, and preallocated outputs. Nothing is checked or allocated here and nothing
-is returned, exactly as on the CPU.
+``[0, N)``, and preallocated outputs. Nothing is checked and nothing is returned,
+exactly as on the CPU; only ``scatter_fwd``'s claim scheme allocates a device scratch.
 
 =====================  ===========================================  ======================
 launcher               computes                                     one thread per
 =====================  ===========================================  ======================
 gather_fwd             ``out[a,i,b] = x[a, index[a,i,b], b]``       output element
 scatter_add_fwd        ``out[a, index[a,i,b], b] += src[a,i,b]``    source element (atomic)
-scatter_fwd            ``out[a, index[a,i,b], b] = src[a,i,b]``     column ``(a, b)``
+scatter_fwd            ``out[a, index[a,i,b], b] = src[a,i,b]``     column, or element
 scatter_fill_fwd       ``out[a, index[a,i,b], b] = value``          index element
 index_select_fwd       ``out[a,i,b] = x[a, index[i], b]``           output element
 index_add_fwd          ``out[a, index[i], b] += alpha*src[a,i,b]``  source element (atomic)
@@ -28,20 +28,26 @@ Design
 * Accumulating scatters (scatter_add, index_add, embedding backward) use
   ``cuda.atomic.add``: duplicate indices accumulate correctly, but in an unspecified
   order, so float results may differ from the CPU's serial order in the last bits.
-* ``scatter_fwd`` (the last duplicate wins on the CPU) runs one thread per column
-  ``(a, b)`` looping over ``i`` in order, as the CPU does: deterministic and equal to it.
+* ``scatter_fwd``: the CPU lets the last duplicate win, and so do both CUDA schemes
+  (deterministic, equal to the CPU). With many columns ``(a, b)``, or short ones, one
+  thread per column walks ``i`` in order. With few, long columns (e.g. a 1-D scatter,
+  ``A = B = 1``) that would serialise the work, so instead every source element
+  claims its target with ``cuda.atomic.max`` of its ``i`` in an int32 scratch shaped
+  like ``out`` (filled with -1 first), and a second pass writes the winners. The
+  scratch is used only when it is not much larger than ``index`` (``_CLAIM_MAX_RATIO``).
 * NOTE float16: numba-cuda 0.30 has no atomic add on float16 arrays (nor a 16-bit CAS).
   For float16 (and any dtype without an atomic add, e.g. int8 or bool) the accumulating
   kernels fall back to the race-free CPU scheme: one thread per column ``(a, b)`` (per
   embedding column ``d``) walking the indices in order, reading half values, adding in
   float32 and storing back. Deterministic (the CPU's summation order), but with only
-  ``A*B`` (``D``) threads of parallelism.
+  ``A*B`` (``D``) threads of parallelism. (A faster half path would be a CAS loop on the
+  containing 32-bit word, which needs a uint32 view of the array.)
 """
 import numpy as np
 from numba import cuda
 from numba import types as nbtypes
 
-from ._launch import FLOAT_TYPES, cuda_kernel, launch
+from ._launch import scratch, FLOAT_TYPES, cuda_kernel, launch
 
 __all__ = ["_gather_fwd_cuda", "_scatter_add_fwd_cuda", "_scatter_fwd_cuda", "_scatter_fill_fwd_cuda",
            "_index_select_fwd_cuda", "_index_add_fwd_cuda", "_embedding_fwd_cuda", "_embedding_bwd_cuda",
@@ -79,6 +85,10 @@ def _value_arg(dtype, v):
     narrows it back exactly)."""
     dtype = np.dtype(dtype)
     return np.float32(v) if dtype == np.float16 else dtype.type(v)
+
+
+def _scratch(shape, dtype):
+    return scratch(shape, dtype)
 
 
 def _a3(T):
@@ -161,10 +171,67 @@ def _scatter_kernel(out, index, src):
         k += cuda.gridsize(1)
 
 
+# The column scheme is used when there are at least this many columns, or columns are at
+# most this long; otherwise the claim scheme, if its scratch is at most this many times
+# larger than ``index``.
+_MANY_COLUMNS = 4096
+_SHORT_COLUMN = 64
+_CLAIM_MAX_RATIO = 8
+
+
+@cuda_kernel([(nbtypes.int32[::1], nbtypes.int32)])
+def _fill_i32_kernel(a, value):
+    k = cuda.grid(1)
+    while k < a.size:
+        a[k] = value
+        k += cuda.gridsize(1)
+
+
+@cuda_kernel([(nbtypes.int32[::1], _a3(_I64), _I64)])
+def _scatter_claim_kernel(win, index, N):
+    # win[a, r, b] = max i with index[a, i, b] == r (win is out's shape, flattened).
+    A, M, B = index.shape
+    MB = M * B
+    n = A * MB
+    k = cuda.grid(1)
+    while k < n:
+        a = k // MB
+        r = k - a * MB
+        i = r // B
+        b = r - i * B
+        cuda.atomic.max(win, (a * N + index[a, i, b]) * B + b, nbtypes.int32(i))
+        k += cuda.gridsize(1)
+
+
+@cuda_kernel(lambda T: (_a3(T), nbtypes.int32[::1], _a3(_I64), _a3(T)), dtypes=_COPY_TYPES)
+def _scatter_winners_kernel(out, win, index, src):
+    A, M, B = index.shape
+    N = out.shape[1]
+    MB = M * B
+    n = A * MB
+    k = cuda.grid(1)
+    while k < n:
+        a = k // MB
+        r = k - a * MB
+        i = r // B
+        b = r - i * B
+        t = index[a, i, b]
+        if win[(a * N + t) * B + b] == i:  # exactly one i wins each target
+            out[a, t, b] = src[a, i, b]
+        k += cuda.gridsize(1)
+
+
 def _scatter_fwd_cuda(out, index, src):
     """out[a, index[a, i, b], b] = src[a, i, b] (the last duplicate wins)."""
     A, M, B = index.shape
-    launch(_scatter_kernel, A * B, out, index, src)
+    if (A * B >= _MANY_COLUMNS or M <= _SHORT_COLUMN or M >= 2 ** 31
+            or out.size > _CLAIM_MAX_RATIO * index.size):
+        launch(_scatter_kernel, A * B, out, index, src)
+        return
+    win = _scratch(out.size, np.int32)
+    launch(_fill_i32_kernel, out.size, win, np.int32(-1))
+    launch(_scatter_claim_kernel, index.size, win, index, np.int64(out.shape[1]))
+    launch(_scatter_winners_kernel, index.size, out, win, index, src)
 
 
 def _fill_value_type(T):

@@ -43,7 +43,7 @@ import numpy as np
 from numba import cuda, float64
 from numba import types as nbtypes
 
-from ._launch import MAX_BLOCKS, ROW_TPB, cuda_kernel, device_fn, launch, launch_rows
+from ._launch import scratch, MAX_BLOCKS, ROW_TPB, cuda_kernel, device_fn, launch, launch_rows
 
 __all__ = ["_cross_entropy_fwd_cuda", "_cross_entropy_bwd_cuda", "_cross_entropy_soft_fwd_cuda",
            "_cross_entropy_soft_bwd_cuda"]
@@ -64,8 +64,7 @@ def _zero(dtype):
 
 
 def _scratch(shape, dtype):
-    """Device scratch owned by a launcher (one place to redirect to a caching pool)."""
-    return cuda.device_array(shape, dtype)
+    return scratch(shape, dtype)
 
 
 # ---- block reductions (shared arrays of ROW_TPB, all threads of the block call these) ------
@@ -271,6 +270,9 @@ def _ce_bwd_kernel(prob, target, weight, has_weight, ignore_index, smoothing, nc
     ct = type(z)
     C = ncls
     N = target.size * C
+    keep = ct(1.0 - smoothing)
+    eps_c = ct(smoothing / C)
+    W = ct(wsum[0]) if has_weight else ct(0)
     k = cuda.grid(1)
     while k < N:
         i = k // C
@@ -283,13 +285,13 @@ def _ce_bwd_kernel(prob, target, weight, has_weight, ignore_index, smoothing, nc
             p = ct(prob[k])
             if has_weight:
                 # dx_c = a (p_c - [c == t]) + b (W p_c - w_c)
-                a = g * ct(1.0 - smoothing) * ct(weight[t])
-                b = g * ct(smoothing / C)
-                v = (a + b * ct(wsum[0])) * p - b * ct(weight[c])
+                a = g * keep * ct(weight[t])
+                b = g * eps_c
+                v = (a + b * W) * p - b * ct(weight[c])
             else:
                 # dx_c = g (p_c - (1-eps)[c == t] - eps/C)
-                a = g * ct(1.0 - smoothing)
-                v = g * p - g * ct(smoothing / C)
+                a = g * keep
+                v = g * p - g * eps_c
             if c == t:
                 v -= a
             grad[k] = v

@@ -420,24 +420,23 @@ _SCAN_COL = {}
 _SCAN_ROW = {}
 
 
-def _row_sigs_for(op, acc):
-    return [s for s in _reduce_sigs(_PAIRS[op], op) if s[2] == _nb(acc)]
-
-
-def _make_row(op, acc):
+def _make_row(op, acc, pair=None):
+    """Declare the row kernel of ``op`` accumulating in ``acc``; a kernel made on demand
+    for an undeclared dtype gets the launch's ``(x dtype, out dtype)`` as its signature."""
     acc = np.dtype(acc)
     name = f"{__name__}._reduce_rows_{op}_{acc.name}"
     if op in _ARG_OPS:
         fn = _row_arg(_ARG_OPS[op], _nb(acc))
     else:
         fn = _row_reduce(*_OPS[op], _nb(acc))
-    k = _ROW[op, acc] = cuda_kernel(_row_sigs_for(op, acc), name=name)(fn)
+    sigs = [s for s in _reduce_sigs(_PAIRS[op] + ([pair] if pair else []), op) if s[2] == _nb(acc)]
+    k = _ROW[op, acc] = cuda_kernel(sigs, name=name)(fn)
     return k
 
 
-def _make_scan_row(op, acc):
+def _make_scan_row(op, acc, pair=None):
     acc = np.dtype(acc)
-    sigs = [s for s in _scan_sigs(_PAIRS[op]) if s[2] == _nb(acc)]
+    sigs = [s for s in _scan_sigs(_PAIRS[op] + ([pair] if pair else [])) if s[2] == _nb(acc)]
     fn = _row_scan(_add if op == "sum" else _mul, _nb(acc))
     k = _SCAN_ROW[op, acc] = cuda_kernel(sigs, name=f"{__name__}._scan_rows_{op}_{acc.name}")(fn)
     return k
@@ -468,6 +467,9 @@ _ROWS_LONG_K = 16 if SIM else 4096
 """With B > 1, use one block per output anyway when there are at most
 ``_ROWS_MAX_OUTPUTS`` outputs and each folds at least ``_ROWS_LONG_K`` elements: the
 column kernel would run too few threads (its reads stay uncoalesced in rows)."""
+_SCAN_ROWS_MIN_K = ROW_TPB // 2
+"""Contiguous rows (B == 1) at least this long are scanned one block per row (at least
+half the block busy); shorter ones one thread per row."""
 
 
 def _use_rows(A, K, B):
@@ -496,7 +498,7 @@ def _reduce_mid(x, out, op, rows):
     acc = _reduce_acc(op, x.dtype, out.dtype)
     ident = _identity(op, acc)
     if rows:
-        k = _ROW.get((op, acc)) or _make_row(op, acc)
+        k = _ROW.get((op, acc)) or _make_row(op, acc, (np.dtype(x.dtype), np.dtype(out.dtype)))
         launch_rows(k, n, x, out, ident)
     else:
         launch(_COL[op], n, x, out, ident)
@@ -506,7 +508,7 @@ def scan_mid(x, out, op):
     """``out[a, k, b] = op(x[a, :k+1, b])`` (``op`` "sum" or "prod", NumPy's cumsum /
     cumprod) for C-contiguous ``(A, K, B)`` ``x`` and ``out``."""
     A, K, B = x.shape
-    _scan_mid(x, out, op, B == 1 and K >= _ROWS_LONG_K)
+    _scan_mid(x, out, op, B == 1 and K >= _SCAN_ROWS_MIN_K)
 
 
 def _scan_mid(x, out, op, rows):
@@ -519,7 +521,7 @@ def _scan_mid(x, out, op, rows):
     acc = _acc_dtype(out.dtype)
     ident = acc.type(0 if op == "sum" else 1)
     if rows:
-        k = _SCAN_ROW.get((op, acc)) or _make_scan_row(op, acc)
+        k = _SCAN_ROW.get((op, acc)) or _make_scan_row(op, acc, (np.dtype(x.dtype), np.dtype(out.dtype)))
         launch_rows(k, n, x, out, ident)
     else:
         launch(_SCAN_COL[op], n, x, out, ident)

@@ -33,13 +33,8 @@ import math
 import numpy as np
 from numba import cuda, types as nbtypes
 
+from ._launch import widen as _wide_device
 from ._launch import ROW_TPB, cuda_kernel, dev, device_fn, launch_rows
-
-
-@device_fn
-def _wide_device(v):
-    """``v`` in the compute type: float32 for a half, itself otherwise (``v * 1`` is exact)."""
-    return v * np.float32(1)
 
 
 @device_fn

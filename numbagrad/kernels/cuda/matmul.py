@@ -1,0 +1,200 @@
+"""Batched matrix multiply on CUDA: a tiled shared-memory GEMM with register blocking.
+
+Contract
+--------
+On the CPU NumPy/BLAS does this work (``np.matmul``), so NumPy is the reference.
+
+* ``matmul(a, b, out)``: ``a`` is ``(Bt, M, K)``, ``b`` is ``(Bt, K, N)`` and ``out`` a
+  C-contiguous ``(Bt, M, N)``; ``out[t] = a[t] @ b[t]``. ``a`` and ``b`` may have any
+  strides: transposed views, and a batch stride of 0 for a broadcast operand (the
+  kernel indexes ``a[t, i, k]``, so numba's strided arrays do the address arithmetic).
+  float16 accumulates in float32 (the final store narrows), float32 in float32, float64
+  in float64. ``K == 0`` gives zeros; ``M == 1`` or ``N == 1`` (matrix-vector) runs the
+  same kernel.
+
+Design
+------
+A block of ``TILE x TILE`` threads computes a ``(TILE*R) x (TILE*R)`` output tile; each
+thread keeps an ``R x R`` accumulator block in registers, for the outputs
+``(ty + r*TILE, tx + q*TILE)`` (so a warp's stores hit consecutive columns). The K axis
+is walked in steps of ``TILE``: the block stages an ``(TILE*R) x TILE`` slab of ``a`` and
+a ``TILE x (TILE*R)`` slab of ``b`` in shared memory (converted to the accumulation
+type, zero-padded past the matrix edges), then every thread does ``R*R`` multiply-adds
+per ``2R`` shared loads per k. Staging picks, per operand and uniformly per block, the
+thread-to-element mapping whose neighbouring threads read neighbouring addresses: along
+K when the operand's last stride is one element (``a`` row-major, ``b`` transposed), else
+along the other axis (``a`` transposed, ``b`` row-major). Shared slabs are stored
+``[k][row]`` with one element of padding per row, so the transposing stores do not
+collide in one bank.
+
+The grid is (N tiles, M tiles, batch), capped per dimension; grid-stride loops over the
+tiles and the batch keep any grid correct. ``R`` is chosen at launch (:func:`_pick_reg`):
+large outputs take the bigger register block (more work per shared load), small ones
+``R = 1`` (more blocks to fill the GPU). The thresholds were not measured on a GPU (none
+was available when this was written). Under the simulator ``TILE = 4`` and
+``R`` is 1 or 2, so tiny shapes still cross tile edges.
+"""
+import numpy as np
+from numba import cuda, types as nbt
+
+from ._launch import MAX_BLOCKS, SIM, cuda_kernel, dev
+
+TILE = 4 if SIM else 16
+"""Threads per block side; also the K step of the shared slabs."""
+REG_BLOCKS = (1, 2) if SIM else (1, 2, 4)
+"""Register-block sizes ``R`` a kernel is declared for (each thread computes R x R outputs)."""
+_MIN_BLOCKS = 4 if SIM else 264
+"""Pick the largest R whose grid still has at least this many blocks (2 per SM on an
+H100's 132 SMs; not measured)."""
+_GRID_YZ_MAX = 65535
+"""CUDA's limit on gridDim.y and gridDim.z."""
+
+
+def _gemm(acc_t, R):
+    BM = TILE * R   # output tile rows (= columns)
+    BMP = BM + 1    # padded slab row (a compile-time constant for the shared shape)
+
+    def kernel(a, b, out, zero):
+        """out[t] = a[t] @ b[t]; one block per (TILE*R)^2 output tile, grid-stride over
+        tiles and batches; each thread accumulates R x R outputs in registers."""
+        # As[kk, i] = a[t, row0 + i, k0 + kk]; Bs[kk, j] = b[t, k0 + kk, col0 + j]
+        As = cuda.shared.array((TILE, BMP), acc_t)
+        Bs = cuda.shared.array((TILE, BMP), acc_t)
+        c = cuda.local.array((R, R), acc_t)
+        av = cuda.local.array(R, acc_t)
+        bv = cuda.local.array(R, acc_t)
+        nbatch = out.shape[0]
+        M = out.shape[1]
+        N = out.shape[2]
+        K = a.shape[2]
+        tx = cuda.threadIdx.x
+        ty = cuda.threadIdx.y
+        a_k_fast = a.strides[2] == a.itemsize   # a's K axis is contiguous (row-major a)
+        b_k_fast = b.strides[1] == b.itemsize   # b's K axis is contiguous (transposed b)
+        ntm = (M + BM - 1) // BM
+        ntn = (N + BM - 1) // BM
+        t = cuda.blockIdx.z
+        while t < nbatch:   # every loop bound is uniform over the block: barriers are safe
+            tm = cuda.blockIdx.y
+            while tm < ntm:
+                row0 = tm * BM
+                tn = cuda.blockIdx.x
+                while tn < ntn:
+                    col0 = tn * BM
+                    for r in range(R):
+                        for q in range(R):
+                            c[r, q] = zero
+                    k0 = 0
+                    while k0 < K:
+                        # stage a[t, row0:row0+BM, k0:k0+TILE] (neighbouring tx read
+                        # neighbouring addresses of whichever axis is contiguous)
+                        for r in range(R):
+                            if a_k_fast:
+                                kk = tx
+                                i = ty + r * TILE
+                            else:
+                                kk = ty
+                                i = tx + r * TILE
+                            gi = row0 + i
+                            gk = k0 + kk
+                            if gi < M and gk < K:
+                                As[kk, i] = a[t, gi, gk]
+                            else:
+                                As[kk, i] = zero
+                        # stage b[t, k0:k0+TILE, col0:col0+BM]
+                        for r in range(R):
+                            if b_k_fast:
+                                kk = tx
+                                j = ty + r * TILE
+                            else:
+                                kk = ty
+                                j = tx + r * TILE
+                            gk = k0 + kk
+                            gj = col0 + j
+                            if gk < K and gj < N:
+                                Bs[kk, j] = b[t, gk, gj]
+                            else:
+                                Bs[kk, j] = zero
+                        cuda.syncthreads()
+                        for kk in range(TILE):
+                            for r in range(R):
+                                av[r] = As[kk, ty + r * TILE]
+                            for q in range(R):
+                                bv[q] = Bs[kk, tx + q * TILE]
+                            for r in range(R):
+                                for q in range(R):
+                                    c[r, q] += av[r] * bv[q]
+                        cuda.syncthreads()  # the slabs are overwritten by the next k step
+                        k0 += TILE
+                    for r in range(R):
+                        gi = row0 + ty + r * TILE
+                        if gi < M:
+                            for q in range(R):
+                                gj = col0 + tx + q * TILE
+                                if gj < N:
+                                    out[t, gi, gj] = c[r, q]
+                    tn += cuda.gridDim.x
+                tm += cuda.gridDim.y
+            t += cuda.gridDim.z
+    return kernel
+
+
+def _sigs(acc):
+    """Example signatures: C-contiguous and strided ('A') operands of each input dtype
+    that accumulates in ``acc``."""
+    ins = (nbt.float32, nbt.float16) if acc == nbt.float32 else (nbt.float64,)
+    sigs = []
+    for T in ins:
+        for layout in ("C", "A"):
+            sigs.append((nbt.Array(T, 3, layout), nbt.Array(T, 3, layout), nbt.Array(T, 3, "C"), acc))
+    return sigs
+
+
+_GEMM = {}
+"""(accumulation dtype, R) -> kernel."""
+for _acc_nb, _acc_np in ((nbt.float32, np.dtype(np.float32)), (nbt.float64, np.dtype(np.float64))):
+    for _R in REG_BLOCKS:
+        _GEMM[_acc_np, _R] = cuda_kernel(_sigs(_acc_nb), name=f"{__name__}._gemm_{_acc_np.name}_r{_R}")(
+            _gemm(_acc_nb, _R))
+
+KERNELS = tuple(_GEMM.values())
+"""Every kernel declared by this module (for the PTX check)."""
+
+
+def _tiles(n, R):
+    return -(-n // (TILE * R))
+
+
+def _pick_reg(nbatch, M, N):
+    """The largest register block whose grid still has ``_MIN_BLOCKS`` blocks (else 1)."""
+    for R in sorted(REG_BLOCKS, reverse=True):
+        if _tiles(M, R) * _tiles(N, R) * nbatch >= _MIN_BLOCKS:
+            return R
+    return 1
+
+
+def matmul(a, b, out):
+    """``out[t] = a[t] @ b[t]`` for ``a`` ``(Bt, M, K)``, ``b`` ``(Bt, K, N)`` (any
+    strides) into a C-contiguous ``(Bt, M, N)`` ``out`` (see the module docstring)."""
+    nbatch, M, K = a.shape
+    _matmul(a, b, out, _pick_reg(nbatch, M, out.shape[2]))
+
+
+def _matmul(a, b, out, R, grid=None):
+    """:func:`matmul` with the register block ``R`` (and optionally the grid) forced."""
+    nbatch, M, K = a.shape
+    N = b.shape[2]
+    if b.shape[0] != nbatch or b.shape[1] != K or tuple(out.shape) != (nbatch, M, N):
+        raise ValueError(f"matmul: shapes {tuple(a.shape)} @ {tuple(b.shape)} -> {tuple(out.shape)} "
+                         f"do not match (Bt, M, K) @ (Bt, K, N) -> (Bt, M, N)")
+    if nbatch * M * N == 0:
+        return
+    acc = np.dtype(np.float64) if out.dtype == np.float64 else np.dtype(np.float32)
+    if grid is None:
+        grid = (max(1, min(MAX_BLOCKS, _tiles(N, R))),
+                max(1, min(MAX_BLOCKS, _GRID_YZ_MAX, _tiles(M, R))),
+                max(1, min(MAX_BLOCKS, _GRID_YZ_MAX, nbatch)))
+    _GEMM[acc, R][grid, (TILE, TILE)](dev(a), dev(b), dev(out), acc.type(0))
+
+
+__all__ = ["matmul", "TILE", "REG_BLOCKS"]
