@@ -200,15 +200,11 @@ def _index_error(opname, e, shape):
 
 
 def _advanced_plan(idx, shape):
-    """How to scatter the gradient of ``x[idx]`` back: ``("mask",)`` for one bool array
-    first and full slices after it, ``("assign",)`` for other indices where no integer
+    """How to scatter the gradient of ``x[idx]`` back: ``("assign",)`` when no integer
     array can repeat a position, ``("rows", axis)`` for one integer array on one axis with
-    full slices elsewhere (both through the ``index_add`` kernel), else ``("add_at",)``."""
+    full slices elsewhere (the ``index_add`` kernel), else ``("add_at",)``."""
     arrays = [i for i, it in enumerate(idx) if hasattr(it, "dtype") and it.dtype.kind in "iu"]
     if not arrays:
-        if (hasattr(idx[0], "dtype") and all(it is Ellipsis or (type(it) is slice and it == _SLICE_ALL)
-                                              for it in idx[1:])):
-            return ("mask",)
         return ("assign",)
     if len(arrays) == 1 and all(it is Ellipsis or (type(it) is slice and it == _SLICE_ALL) or k == arrays[0]
                                 for k, it in enumerate(idx)):
@@ -243,23 +239,44 @@ class GetItemView(Function):
         return out, None
 
 
-def _advanced_index_on(x, idx):
-    """The index arrays of ``idx`` on ``x``'s device; a lone 1-D bool array with full
-    slices around it becomes the integer positions it selects (the ``rows`` plan)."""
-    pos = [k for k, it in enumerate(idx) if hasattr(it, "dtype")]
-    if any(type(idx[k]) is not type(x) for k in pos):
-        idx = tuple(_on(x, it) if hasattr(it, "dtype") else it for it in idx)
-    if len(pos) == 1 and Ellipsis not in idx:
-        k = pos[0]
-        m = idx[k]
-        if (m.dtype == np.bool_ and m.ndim == 1 and k < x.ndim
-                and all(type(it) is slice and it == _SLICE_ALL for j, it in enumerate(idx) if j != k)):
-            if m.shape[0] != x.shape[k]:
-                raise IndexError(f"getitem: boolean index did not match indexed array along axis {k}; size of "
-                                 f"axis is {x.shape[k]} but size of corresponding boolean axis is {m.shape[0]} "
-                                 f"(tensor shape {tuple(x.shape)})")
-            idx = idx[:k] + (np.nonzero(m)[0].astype(np.int64, copy=False),) + idx[k + 1:]
+def _indices_on(x, idx):
+    """``idx`` with its index arrays on ``x``'s device (``idx`` itself when they are)."""
+    tx = type(x)
+    for it in idx:
+        if hasattr(it, "dtype") and type(it) is not tx:
+            return tuple(_on(x, it) if hasattr(it, "dtype") else it for it in idx)
     return idx
+
+
+def _take_fallback(x, idx, plan):
+    """``x[idx]`` for a backend whose arrays take one index array on axis 0 only (CUDA):
+    one integer (or 1-D bool) array on axis ``k`` with full slices around it becomes
+    ``np.take`` along ``k``, range-checked and wrapped here. Returns ``(y, idx, plan)``."""
+    pos = [j for j, it in enumerate(idx) if hasattr(it, "dtype")]
+    if len(pos) != 1 or any(it is Ellipsis for it in idx):  # (``in`` would compare arrays)
+        raise NotImplementedError(f"getitem: advanced index {idx!r} is not supported on this device")
+    j = pos[0]
+    index, n = idx[j], x.shape[j]
+    if index.dtype == np.bool_:
+        if index.ndim != 1 or not all(type(it) is slice and it == _SLICE_ALL for i, it in enumerate(idx) if i != j):
+            raise NotImplementedError(f"getitem: advanced index {idx!r} is not supported on this device")
+        if index.shape[0] != n:
+            raise IndexError(f"getitem: boolean index did not match indexed array along axis {j}; size of axis "
+                             f"is {n} but size of corresponding boolean axis is {index.shape[0]} "
+                             f"(tensor shape {tuple(x.shape)})")
+        index = np.nonzero(index)[0].astype(np.int64, copy=False)
+        plan = ("rows", j)
+    elif plan[0] != "rows":
+        raise NotImplementedError(f"getitem: advanced index {idx!r} is not supported on this device")
+    if index.size:
+        lo, hi = int(index.min()), int(index.max())
+        if lo < -n or hi >= n:
+            raise IndexError(f"getitem: index {lo if lo < -n else hi} is out of bounds for axis {j} "
+                             f"with size {n} (tensor shape {tuple(x.shape)})")
+        if lo < 0:
+            index = index + (index < 0) * n
+    idx = idx[:j] + (index,) + idx[j + 1:]
+    return np.take(x, index, axis=j), idx, plan
 
 
 def _add_rows(out_shape, k, flat, g):
@@ -281,19 +298,14 @@ class GetItemAdvanced(Function):
 
     @staticmethod
     def forward(ctx, x, idx):
-        idx = _advanced_index_on(x, idx)
+        idx = _indices_on(x, idx)
         plan = _advanced_plan(idx, x.shape)
-        if plan[0] == "rows" and plan[1]:
-            # x[:, i] as np.take (one gather along the axis on every backend)
-            k = plan[1]
-            index = next(it for it in idx if hasattr(it, "dtype"))
-            _check_range("getitem", index, x.shape[k], k, x.shape, allow_negative=True)
-            y = np.take(x, _wrap_negative(index, x.shape[k]), axis=k)
-        else:
-            try:
-                y = x[idx]
-            except IndexError as e:
-                raise _index_error("getitem", e, x.shape) from None
+        try:
+            y = x[idx]
+        except IndexError as e:
+            raise _index_error("getitem", e, x.shape) from None
+        except NotImplementedError:
+            y, idx, plan = _take_fallback(x, idx, plan)
         ctx.meta = (x.shape, idx, plan)
         return y
 
@@ -301,19 +313,25 @@ class GetItemAdvanced(Function):
     def backward(ctx, g):
         shape, idx, plan = ctx.meta
         be = backend_of(g)
-        if plan[0] == "rows":
-            k = plan[1]
-            index = next(it for it in idx if hasattr(it, "dtype"))
-            flat = _wrap_negative(_contig(index.astype(np.int64, copy=False).reshape(-1)), shape[k])
-            return _add_rows(shape, k, flat, g), None
-        if plan[0] == "mask":
-            m = idx[0]
-            flat = np.nonzero(m.reshape(-1))[0].astype(np.int64, copy=False)
-            out = _add_rows((m.size,) + tuple(shape[m.ndim:]), 0, flat, g)
-            return out.reshape(shape), None
         out = be.zeros(shape, g.dtype)
         if plan[0] == "assign":
-            out[idx] = g
+            try:
+                out[idx] = g
+            except NotImplementedError:  # no advanced assignment on this backend (CUDA)
+                if not (hasattr(idx[0], "dtype") and all(it is Ellipsis or (type(it) is slice and it == _SLICE_ALL)
+                                                         for it in idx[1:])):
+                    raise
+                # x[mask, ...]: scatter-add g into the flattened positions of the mask
+                m = idx[0]
+                flat = np.nonzero(m.reshape(-1))[0].astype(np.int64, copy=False)
+                out = _add_rows((m.size,) + tuple(shape[m.ndim:]), 0, flat, g).reshape(shape)
+        elif plan[0] == "rows":
+            k = plan[1]
+            index = next(it for it in idx if hasattr(it, "dtype"))
+            A, N, B = _dims3(shape, k)
+            flat = _wrap_negative(_contig(index.astype(np.int64, copy=False).reshape(-1)), N)
+            src = _contig(g).reshape(A, flat.size, B)
+            _kernel(g, "index_add_fwd")(out.reshape(A, N, B), flat, src, g.dtype.type(1))
         else:
             np.add.at(out, idx, g)
         return out, None

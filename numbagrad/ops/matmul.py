@@ -124,6 +124,9 @@ class Linear(Function):
 
 def linear(input, weight, bias=None):
     """``input @ weight.T + bias`` (``torch.nn.functional.linear``)."""
+    if type(input.data) is not type(weight.data) or bias is not None and type(bias.data) is not type(input.data):
+        raise RuntimeError(f"linear: expected all tensors to be on the same device, got input on {input.device}, "
+                           f"weight on {weight.device}" + ("" if bias is None else f" and bias on {bias.device}"))
     if input.shape[-1] != weight.shape[-1]:
         raise RuntimeError(f"linear: input of shape {tuple(input.shape)} does not match weight of shape "
                            f"{tuple(weight.shape)} ({input.shape[-1]} in-features expected {weight.shape[-1]})")

@@ -158,12 +158,20 @@ class _DimExtreme(Function):
             raise IndexError(f"{ctx._fn[3:]}(): cannot reduce over a zero-size dimension {axis} of "
                              f"shape {tuple(x.shape)}")
         idx = getattr(be, ctx._fn)(x, axis=axis).astype(np.int64, copy=False)
-        # The value at the arg-extreme is the extreme itself (NaN included: both
-        # propagate the first NaN), so no gather is needed.
-        vals = (be.amax if ctx._fn == "argmax" else be.amin)(x, axis=axis, keepdims=keepdim)
-        ctx.meta = (x.shape, axis, idx)
+        # vals = take_along_axis(x, idx): the gather kernel on the (A, N, B) view
+        shape = x.shape
+        A, N, B = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
+        half = x.dtype == np.float16  # CPU @njit has no float16: gather in float32
+        xs = be.contiguous(x.astype(np.float32) if half else x)
+        vals = be.empty(idx.shape, xs.dtype)
+        be.kernel("indexing", "gather_fwd")(xs.reshape(A, N, B), be.contiguous(idx).reshape(A, 1, B),
+                                            vals.reshape(A, 1, B))
+        if half:
+            vals = vals.astype(x.dtype)
+        ctx.meta = (shape, axis, idx)
         if keepdim:
             idx = np.expand_dims(idx, axis)
+            vals = np.expand_dims(vals, axis)
         ctx.mark_non_differentiable(idx)
         return vals, idx
 

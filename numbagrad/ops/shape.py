@@ -178,7 +178,8 @@ class Permute(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return g.transpose(tuple(int(i) for i in np.argsort(ctx.axes))), None
+        axes = ctx.axes
+        return g.transpose(tuple(sorted(range(len(axes)), key=axes.__getitem__))), None  # the inverse
 
 
 def permute(input, *dims):
@@ -438,20 +439,15 @@ class Pad(Function):
         if ctx.mode == "constant":
             idx = tuple(slice(lo, g.shape[i] - hi) for i, (lo, hi) in enumerate(widths))
             return g[idx], None, None, None
-        # Non-constant modes read input elements several times: scatter-add the gradient
-        # back through an index map padded the same way (a host array, moved to g's device).
-        be = backend_of(g)
+        # Non-constant modes read input elements several times: scatter the gradient back
+        # by padding an index map the same way (a host array; np.add.at moves it to g's device).
         n = int(np.prod(ctx.in_shape))
         ids = np.arange(n).reshape(ctx.in_shape)
         mode = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}[ctx.mode]
-        ids = be.asarray(np.pad(ids, widths, mode=mode).reshape(-1).astype(np.int64, copy=False))
-        half = g.dtype == np.float16  # CPU @njit has no float16: accumulate in float32
-        gs = be.contiguous(g.astype(np.float32) if half else g)
-        out = be.zeros(n, gs.dtype)
-        be.kernel("indexing", "index_add_fwd")(out.reshape(1, n, 1), ids, gs.reshape(1, -1, 1),
-                                               gs.dtype.type(1))
-        out = out.reshape(ctx.in_shape)
-        return (out.astype(g.dtype) if half else out), None, None, None
+        ids = np.pad(ids, widths, mode=mode)
+        out = backend_of(g).zeros(n, g.dtype)
+        np.add.at(out, ids.reshape(-1), g.reshape(-1))
+        return out.reshape(ctx.in_shape), None, None, None
 
 
 def pad(input, pad, mode="constant", value=0.0):

@@ -145,6 +145,7 @@ def test_argmax_ties_take_the_first_index(dtype, rows):
     assert _cuda_reduce(ones, "argmin", rows)[0, 0] == 0
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # simulated threads overflow NumPy scalars
 @STRATEGIES
 def test_infinite_and_extreme_rows(rows):
     x = np.full((2, 9, 1), -np.inf, np.float32)
@@ -156,8 +157,7 @@ def test_infinite_and_extreme_rows(rows):
     assert _cuda_reduce(xi, "argmax", rows)[0, 0] == 0
     assert _cuda_reduce(xi, "max", rows)[0, 0] == np.iinfo(np.int64).min
     big = np.full((1, 5, 1), 3e38, np.float32)
-    with np.errstate(over="ignore"):  # the simulator adds NumPy scalars
-        assert _cuda_reduce(big, "sum", rows)[0, 0] == np.inf
+    assert _cuda_reduce(big, "sum", rows)[0, 0] == np.inf
 
 
 @STRATEGIES

@@ -9,7 +9,8 @@ On the CPU NumPy/BLAS does this work (``np.matmul``), so NumPy is the reference.
   strides: transposed views, and a batch stride of 0 for a broadcast operand (the
   kernel indexes ``a[t, i, k]``, so numba's strided arrays do the address arithmetic).
   float16 accumulates in float32 (the final store narrows), float32 in float32, float64
-  in float64. ``K == 0`` gives zeros; ``M == 1`` or ``N == 1`` (matrix-vector) runs the
+  in float64, integers and bool in int64 (a bool product is nonzero where NumPy's is
+  True). ``K == 0`` gives zeros; ``M == 1`` or ``N == 1`` (matrix-vector) runs the
   same kernel.
 
 Design
@@ -36,6 +37,7 @@ was available when this was written). Under the simulator ``TILE = 4`` and
 """
 import numpy as np
 from numba import cuda, types as nbt
+from numba.np.numpy_support import from_dtype
 
 from ._launch import MAX_BLOCKS, SIM, cuda_kernel, dev
 
@@ -139,26 +141,54 @@ def _gemm(acc_t, R):
     return kernel
 
 
-def _sigs(acc):
+def _sigs(acc, pair=None):
     """Example signatures: C-contiguous and strided ('A') operands of each input dtype
-    that accumulates in ``acc``."""
-    ins = (nbt.float32, nbt.float16) if acc == nbt.float32 else (nbt.float64,)
+    that accumulates in ``acc`` (or of the ``(operand dtype, out dtype)`` ``pair``)."""
+    if pair is not None:
+        ins = [(from_dtype(pair[0]), from_dtype(pair[1]))]
+    elif acc == nbt.float32:
+        ins = [(nbt.float32, nbt.float32), (nbt.float16, nbt.float16)]
+    else:
+        ins = [(nbt.float64, nbt.float64)]
     sigs = []
-    for T in ins:
+    for T, O in ins:
         for layout in ("C", "A"):
-            sigs.append((nbt.Array(T, 3, layout), nbt.Array(T, 3, layout), nbt.Array(T, 3, "C"), acc))
+            sigs.append((nbt.Array(T, 3, layout), nbt.Array(T, 3, layout), nbt.Array(O, 3, "C"), acc))
     return sigs
+
+
+def _acc_dtype(out_dtype):
+    """float32 for float16/float32 outputs, float64 for float64, int64 (uint64) for
+    signed/bool (unsigned) integer outputs (np.matmul of ints wraps the same way)."""
+    dt = np.dtype(out_dtype)
+    if dt.kind == "f":
+        return np.dtype(np.float64) if dt.itemsize == 8 else np.dtype(np.float32)
+    if dt.kind in "bi":
+        return np.dtype(np.int64)
+    if dt.kind == "u":
+        return np.dtype(np.uint64)
+    raise TypeError(f"matmul: unsupported dtype {dt} on CUDA")
 
 
 _GEMM = {}
 """(accumulation dtype, R) -> kernel."""
-for _acc_nb, _acc_np in ((nbt.float32, np.dtype(np.float32)), (nbt.float64, np.dtype(np.float64))):
+
+
+def _make_gemm(acc, R, pair=None):
+    """Declare the GEMM accumulating in ``acc`` with register block ``R``; one made on
+    demand (integer dtypes) gets the launch's ``(operand dtype, out dtype)`` signature."""
+    acc = np.dtype(acc)
+    name = f"{__name__}._gemm_{acc.name}_r{R}"
+    k = _GEMM[acc, R] = cuda_kernel(_sigs(from_dtype(acc), pair), name=name)(_gemm(from_dtype(acc), R))
+    return k
+
+
+for _acc in (np.float32, np.float64):
     for _R in REG_BLOCKS:
-        _GEMM[_acc_np, _R] = cuda_kernel(_sigs(_acc_nb), name=f"{__name__}._gemm_{_acc_np.name}_r{_R}")(
-            _gemm(_acc_nb, _R))
+        _make_gemm(_acc, _R)
 
 KERNELS = tuple(_GEMM.values())
-"""Every kernel declared by this module (for the PTX check)."""
+"""Every kernel declared by this module at import (for the PTX check)."""
 
 
 def _tiles(n, R):
@@ -189,12 +219,13 @@ def _matmul(a, b, out, R, grid=None):
                          f"do not match (Bt, M, K) @ (Bt, K, N) -> (Bt, M, N)")
     if nbatch * M * N == 0:
         return
-    acc = np.dtype(np.float64) if out.dtype == np.float64 else np.dtype(np.float32)
+    acc = _acc_dtype(out.dtype)
+    k = _GEMM.get((acc, R)) or _make_gemm(acc, R, (np.dtype(a.dtype), np.dtype(out.dtype)))
     if grid is None:
         grid = (max(1, min(MAX_BLOCKS, _tiles(N, R))),
                 max(1, min(MAX_BLOCKS, _GRID_YZ_MAX, _tiles(M, R))),
                 max(1, min(MAX_BLOCKS, _GRID_YZ_MAX, nbatch)))
-    _GEMM[acc, R][grid, (TILE, TILE)](dev(a), dev(b), dev(out), acc.type(0))
+    k[grid, (TILE, TILE)](dev(a), dev(b), dev(out), acc.type(0))
 
 
 __all__ = ["matmul", "TILE", "REG_BLOCKS"]

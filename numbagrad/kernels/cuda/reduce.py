@@ -43,8 +43,11 @@ accumulator and also fixes the accumulator's type inside the kernel
   neighbouring threads read neighbouring ``b``, so every load is coalesced. One kernel
   per op (generic in the dtypes).
 
-``argmax``/``argmin`` carry (value, index) pairs; the combine prefers a NaN, then the
-larger (smaller) value, then the lower index, so the tree order does not matter.
+``any``/``all`` of float16 have their own kernels that test ``float32(x) != 0``
+(numba-cuda compares halves through an external call that spills to local memory, and
+``bool(half)`` is invalid NVVM IR). ``argmax``/``argmin`` carry (value, index) pairs;
+the combine prefers a NaN, then the larger (smaller) value, then the lower index, so the
+tree order does not matter.
 
 Scans: one thread per ``(a, b)`` looping over ``K`` (columns), or for long contiguous
 rows one block per row that scans chunks of ``ROW_TPB`` elements in shared memory
@@ -527,7 +530,8 @@ def _scan_mid(x, out, op, rows):
         launch(_SCAN_COL[op], n, x, out, ident)
 
 
-KERNELS = tuple(_COL.values()) + tuple(_ROW.values()) + tuple(_SCAN_COL.values()) + tuple(_SCAN_ROW.values())
+KERNELS = (tuple(_COL.values()) + tuple(_ROW.values())
+           + tuple(_SCAN_COL.values()) + tuple(_SCAN_ROW.values()))
 """Every kernel declared by this module at import (for the PTX check)."""
 
 __all__ = ["reduce_mid", "scan_mid", "REDUCE_OPS", "SCAN_OPS"]
