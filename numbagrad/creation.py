@@ -43,7 +43,9 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
     Python floats become the default float dtype (float32), Python ints int64, bools bool.
     """
     if isinstance(data, Tensor):
-        data = data.detach().numpy()
+        if device is None:
+            device = data.device  # as torch.tensor(t): the copy stays on t's device
+        data = data.detach().cpu().numpy()
     d = _dtype.as_dtype(dtype)
     if d is None:
         arr = np.array(data)

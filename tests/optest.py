@@ -197,8 +197,7 @@ def _device_array(be, a, noncontig=False):
     """NumPy ``a`` on backend ``be``; ``noncontig`` makes a strided view with the same
     values (the transposed copy's transpose, or every other element along a doubled axis)."""
     if not noncontig or a.ndim < 1 or a.size < 2:
-        d = be.from_numpy(np.ascontiguousarray(a))
-        return d if d.shape == a.shape else d.reshape(a.shape)  # see _device_grad
+        return be.from_numpy(np.ascontiguousarray(a))
     d = be.from_numpy(np.ascontiguousarray(a.T)).T if a.ndim >= 2 else None
     if d is None or d.flags.c_contiguous:  # e.g. shape (1, n): every other element instead
         k = int(np.argmax(a.shape))
@@ -231,14 +230,6 @@ def to_device_tensors(inputs, dtype, device, requires_grad=False, noncontig=Fals
 def _host(x):
     """A Tensor's values as a host NumPy array (any device)."""
     return np.asarray(x.detach().cpu().numpy())
-
-
-def _device_grad(v, o, device):
-    """Upstream gradient ``v`` as a tensor like ``o`` on ``device``. (The reshape works
-    around 0-d host arrays arriving 1-d on the CUDA backend: ``np.ascontiguousarray`` in
-    ``from_numpy``; ``tests/cuda/test_cuda_tensor.py`` holds that bug's own xfail.)"""
-    t = ng.tensor(np.asarray(v, dtype=o.dtype), device=device)
-    return t if t.shape == o.shape else t.reshape(o.shape)
 
 
 def check_device(fn, ref, inputs, device="cuda", kwargs=None, dtypes=(np.float32, np.float64),
@@ -302,7 +293,8 @@ def check_device(fn, ref, inputs, device="cuda", kwargs=None, dtypes=(np.float32
             used = [(o, v) for o, v in zip(dev_out, vs) if v is not None]
             for o, _ in used:
                 assert o.requires_grad, "device output does not require grad"
-            ng.autograd.backward([o for o, _ in used], [_device_grad(v, o, device) for o, v in used])
+            ng.autograd.backward([o for o, _ in used],
+                                 [ng.tensor(np.asarray(v, dtype=o.dtype), device=device) for o, v in used])
             for i, (tc, td) in enumerate(zip(cpu_in, dev_in)):
                 if not isinstance(tc, ng.Tensor):
                     continue

@@ -153,6 +153,8 @@ def assign(dst, value):
         value = from_numpy(value)
     if not isinstance(value, CudaArray):
         raise TypeError(f"cannot assign a {type(value).__name__} to a CUDA array")
+    while value.ndim > dst.ndim and value.shape[0] == 1:  # NumPy drops leading 1-dims here
+        value = value[0]
     src = value.broadcast_to(dst.shape)
     if dst.dtype == np.bool_ and src.dtype != np.bool_:
         kern = _EW.to_bool_nd
@@ -189,8 +191,9 @@ def copy(a, dtype=None):
 
 
 def from_numpy(host):
-    host = np.ascontiguousarray(host)
-    out = _alloc(host.shape, host.dtype)
+    shape = np.shape(host)
+    host = np.ascontiguousarray(host)  # (makes 0-d inputs 1-d: the shape is kept above)
+    out = _alloc(shape, host.dtype)
     if out.size:
         out.reshape(-1).dev.copy_to_device(host.reshape(-1))
     return out
@@ -954,6 +957,12 @@ class CUDABackend(CPUBackend):
     def advanced_getitem(a, idx):
         if isinstance(idx, tuple) and len(idx) == 1:
             idx = idx[0]
+        if isinstance(idx, tuple) and all(isinstance(i, (list, np.ndarray, CudaArray, numbers.Integral))
+                                          for i in idx) and len(idx) <= a.ndim:
+            rest = a.shape[len(idx):]
+            bshape = np.broadcast_shapes(*[np.shape(i) if not isinstance(i, CudaArray) else i.shape for i in idx])
+            r = take(ascontiguousarray(a).reshape((-1,) + rest), _flat_index(a, idx), axis=0)
+            return r.reshape(tuple(bshape) + rest)
         if isinstance(idx, (list, np.ndarray, CudaArray)):
             idx = idx if isinstance(idx, CudaArray) else from_numpy(np.asarray(idx))
             if idx.dtype == np.bool_:
@@ -969,8 +978,53 @@ class CUDABackend(CPUBackend):
 
     @staticmethod
     def advanced_setitem(a, idx, value):
-        raise NotImplementedError("CUDA arrays: assignment through an advanced index is not supported; "
-                                  "use index_put/scatter")
+        """``a[idx] = value`` for integer/boolean index arrays on the leading axes (a
+        scatter; with duplicate indices the last write wins, as in NumPy)."""
+        from ..kernels.cuda.indexing import _scatter_fwd_cuda
+        if not isinstance(idx, tuple):
+            idx = (idx,)
+        if not all(isinstance(i, (list, np.ndarray, CudaArray, numbers.Integral)) for i in idx) \
+                or len(idx) > a.ndim:
+            raise NotImplementedError(f"CUDA arrays: assignment through the index {idx!r} is not supported")
+        flat = _flat_index(a, idx)
+        rest = a.shape[len(idx) if not (len(idx) == 1 and _is_bool_index(idx[0])) else np.ndim(idx[0]):]
+        B = _prod(rest)
+        M = flat.size
+        target = a if a.is_c_contiguous() else copy(a)
+        t3 = target.reshape(1, -1, B)
+        src = value if isinstance(value, CudaArray) else _scalar_array(value, a.dtype)
+        src = ascontiguousarray(src.broadcast_to((M,) + tuple(rest)))
+        if src.dtype != a.dtype:
+            src = copy(src, a.dtype)
+        index = ascontiguousarray(flat.reshape(M, 1).broadcast_to((M, B)))
+        if M and B:
+            _scatter_fwd_cuda(t3, index.reshape(1, M, B), src.reshape(1, M, B))
+        if target is not a:
+            assign(a, target)
+
+
+def _is_bool_index(i):
+    return (isinstance(i, CudaArray) and i.dtype == np.bool_) or (
+        not isinstance(i, CudaArray) and np.asarray(i).dtype == np.bool_)
+
+
+def _flat_index(a, idx):
+    """Row numbers into ``a.reshape(-1, *a.shape[k:])`` for index arrays on the first k axes."""
+    if len(idx) == 1 and _is_bool_index(idx[0]):
+        m = idx[0] if isinstance(idx[0], CudaArray) else from_numpy(np.asarray(idx[0]))
+        if m.shape != a.shape[:m.ndim]:
+            raise IndexError(f"boolean index of shape {m.shape} does not match array of shape {a.shape}")
+        return nonzero(m.reshape(-1))[0]
+    arrs = [i if isinstance(i, CudaArray) else from_numpy(np.asarray(i, dtype=np.int64)) for i in idx]
+    for i in arrs:
+        if i.dtype.kind not in "iu":
+            raise IndexError("arrays used as indices must be of integer (or boolean) type")
+    shape = np.broadcast_shapes(*[i.shape for i in arrs])
+    flat = None
+    for d, i in enumerate(arrs):
+        i = _wrap_negative(copy(i, np.int64), a.shape[d])
+        flat = i if flat is None else elementwise(np.add, (elementwise(np.multiply, (flat, np.int64(a.shape[d]))), i))
+    return ascontiguousarray(flat.broadcast_to(shape)).reshape(-1)
 
 
 def _wrap_negative(idx, n):
@@ -980,21 +1034,20 @@ def _wrap_negative(idx, n):
 
 def _add_at(out, idx, vals):
     from ..kernels.cuda.indexing import _index_add_fwd_cuda
-    if isinstance(idx, tuple):
-        if len(idx) != 1:
-            raise NotImplementedError("np.add.at on CUDA arrays supports one index array")
-        idx = idx[0]
-    idx = idx if isinstance(idx, CudaArray) else from_numpy(np.asarray(idx, dtype=np.int64))
-    idx = copy(idx, np.int64).reshape(-1)
-    N = out.shape[0]
-    B = _prod(out.shape[1:])
+    if not isinstance(idx, tuple):
+        idx = (idx,)
+    k = len(idx) if not (len(idx) == 1 and _is_bool_index(idx[0])) else np.ndim(idx[0])
+    idx = _flat_index(out, idx)  # rows of out.reshape(-1, *out.shape[k:]), negatives wrapped
+    rest = out.shape[k:]
+    N = _prod(out.shape[:k])
+    B = _prod(rest)
     vals = vals if isinstance(vals, CudaArray) else _scalar_array(vals, out.dtype)
-    src = ascontiguousarray(vals.broadcast_to((idx.size,) + out.shape[1:]))
+    src = ascontiguousarray(vals.reshape((-1,) + rest).broadcast_to((idx.size,) + rest)
+                            if vals.size == idx.size * B else vals.broadcast_to((idx.size,) + rest))
     if src.dtype != out.dtype:
         src = copy(src, out.dtype)
     target = out if out.is_c_contiguous() else copy(out)
-    _index_add_fwd_cuda(target.reshape(1, N, B), _wrap_negative(idx, N), src.reshape(1, idx.size, B),
-                        out.dtype.type(1))
+    _index_add_fwd_cuda(target.reshape(1, N, B), idx, src.reshape(1, idx.size, B), out.dtype.type(1))
     if target is not out:
         assign(out, target)
 

@@ -22,7 +22,7 @@ def backend_for_device(dev):
     """The backend of a device spec (``"cpu"``, ``"cuda:0"``, a :class:`device`)."""
     dev = _device(dev)
     be = _BY_DEVICE_TYPE.get(dev.type)
-    if be is not None:
+    if be is not None and (dev.type != "cuda" or dev.index in (None, 0)):
         return be
     if dev.type == "cuda":
         from . import cuda

@@ -240,38 +240,40 @@ class NLLLossFn(Function):
     @staticmethod
     def forward(ctx, x, target, weight, ignore_index, reduction):
         n, c = x.shape
+        be = backend_of(x)
         t = target.astype(np.int64, copy=False)
         valid = t != ignore_index
         bad = valid & ((t < 0) | (t >= c))
         if bad.any():
             _report_bad_targets(t, c, ignore_index, "nll_loss")
         ts = np.where(valid, t, 0)
-        rows = np.arange(n)
-        wr = (weight[ts] if weight is not None else np.ones(n, x.dtype)) * valid
+        rows = be.arange(n)
+        wr = (weight[ts] if weight is not None else be.ones(n, x.dtype)) * valid
         wr = wr.astype(x.dtype, copy=False)
         loss = -x[rows, ts] * wr
         wtot = float(wr.sum(dtype=np.float64))
         ctx.save_for_backward(ts, wr)
         ctx.info = (x.shape, x.dtype, reduction, wtot)
         if reduction == "mean":
-            return np.asarray(loss.sum(dtype=np.float64) / wtot if wtot else math.nan, dtype=x.dtype)
+            return _scalar_out(be, float(loss.sum(dtype=np.float64)) / wtot if wtot else math.nan, x.dtype)
         if reduction == "sum":
-            return np.asarray(loss.sum(dtype=np.float64), dtype=x.dtype)
+            return _scalar_out(be, float(loss.sum(dtype=np.float64)), x.dtype)
         return loss
 
     @staticmethod
     def backward(ctx, g):
         ts, wr = ctx.saved_tensors
         shape, dt, reduction, wtot = ctx.info
+        be = backend_of(wr)
         if reduction == "none":
-            gr = -np.asarray(g, dtype=dt) * wr
+            gr = -(g if g.dtype == dt else g.astype(dt)) * wr
         else:
             s = float(g)
             if reduction == "mean":
                 s = s / wtot if wtot else math.nan
             gr = (-s * wr).astype(dt)
-        gx = np.zeros(shape, dt)
-        gx[np.arange(shape[0]), ts] = gr
+        gx = be.zeros(shape, dt)
+        gx[be.arange(shape[0]), ts] = gr
         return gx, None, None, None, None
 
 
@@ -305,10 +307,11 @@ class _PointwiseLoss(Function):
             e = np.abs(d)
         ctx.save_for_backward(d)
         ctx.info = (x.shape, y.shape, reduction, kind, d.size)
+        be = backend_of(e)
         if reduction == "mean":
-            return np.asarray(e.mean(dtype=np.float64) if e.size else math.nan, dtype=e.dtype)
+            return _scalar_out(be, float(e.mean(dtype=np.float64)) if e.size else math.nan, e.dtype)
         if reduction == "sum":
-            return np.asarray(e.sum(dtype=np.float64), dtype=e.dtype)
+            return _scalar_out(be, float(e.sum(dtype=np.float64)), e.dtype)
         return e
 
     @staticmethod
@@ -322,7 +325,7 @@ class _PointwiseLoss(Function):
         else:
             k = np.sign(d)
             k = k * (g if reduction == "none" else float(g) / (n if reduction == "mean" else 1))
-        k = k.astype(d.dtype, copy=False)
+        k = k if k.dtype == d.dtype else k.astype(d.dtype)
         be = backend_of(d)
         gx = be.sum_to_shape(k, xs) if ctx.needs_input_grad[0] else None
         gy = be.sum_to_shape(-k, ys) if ctx.needs_input_grad[1] else None

@@ -35,17 +35,6 @@ def I(*v):  # noqa: E743 - an int64 index array
     return np.array(v, dtype=np.int64)
 
 
-# Known gaps of the CUDA backend / nn layer (strict xfails: they fail once fixed, to be un-marked).
-ZERO_D = ("backend: CUDABackend.from_numpy/asarray of a 0-d host array returns shape (1,) "
-          "(np.ascontiguousarray makes ndim >= 1), so a loss reduced to a scalar on the host comes out 1-d")
-TWO_ARRAYS = "backend: CudaArray advanced indexing supports one index array on axis 0 only (x[i, j] raises)"
-ADV_SET = "backend: CudaArray.__setitem__ with an advanced (integer-array) index raises NotImplementedError"
-ASSIGN_BCAST = ("backend: assign() broadcasts with CudaArray.broadcast_to, which refuses a value with extra "
-                "leading 1-dims (NumPy allows y[1] = v for v of shape (1, 4) into (4,))")
-NN_LOSS = ("nn/loss.py: NLLLossFn / _PointwiseLoss compute with host NumPy (np.ones, np.arange, x[rows, ts], "
-           "np.asarray of the reduced value, np.zeros + advanced assignment in backward)")
-
-
 class C:
     """A case: ``fn(*tensors)`` vs ``ref(*arrays)`` on ``inputs`` (see check_device)."""
 
@@ -330,16 +319,15 @@ add(
     C("getitem-rows-2d-index", lambda x, i: x[i], lambda x, i: x[i], [a34, I(0, 2, 2, 1).reshape(2, 2)]),
     C("getitem-bool-mask", lambda x, m: x[m], lambda x, m: x[m], [a34, _m34]),
     C("getitem-bool-rows", lambda x, m: x[m], lambda x, m: x[m], [a34, np.array([True, False, True])]),
-    C("getitem-two-arrays", lambda x, i, j: x[i, j], lambda x, i, j: x[i, j], [a34, I(0, 2, 0), I(1, 3, 1)],
-      xfail=TWO_ARRAYS),
+    C("getitem-two-arrays", lambda x, i, j: x[i, j], lambda x, i, j: x[i, j], [a34, I(0, 2, 0), I(1, 3, 1)]),
     C("setitem-slice", lambda x, v: _setitem_op(x, v, (slice(1, 3), 1)),
       lambda x, v: _setitem_ref(x, v, (slice(1, 3), 1)), [a34, randn(2, seed=60)]),
     C("setitem-bcast-row", lambda x, v: _setitem_op(x, v, (1,)), lambda x, v: _setitem_ref(x, v, (1,)),
-      [a34, randn(1, 4, seed=61)], xfail=ASSIGN_BCAST),
+      [a34, randn(1, 4, seed=61)]),
     C("setitem-scalar-elem", lambda x, v: _setitem_op(x, v, (0, 2)), lambda x, v: _setitem_ref(x, v, (0, 2)),
       [a34, randn(seed=62)]),
     C("setitem-rows", lambda x, v, i: _setitem_op(x, v, i), lambda x, v, i: _setitem_ref(x, v, i),
-      [a34, randn(2, 4, seed=63), I(2, 0)], xfail=ADV_SET),
+      [a34, randn(2, 4, seed=63), I(2, 0)]),
     C("gather", lambda x, i: ng.gather(x, 1, i), lambda x, i: _gather(x, 1, i),
       [a34, I(0, 3, 3, 1, 2, 2).reshape(3, 2)], noncontig=True),
     C("gather-dim0", lambda x, i: ng.gather(x, 0, i), lambda x, i: _gather(x, 0, i),
@@ -418,26 +406,23 @@ add(
 
 # losses
 add(
-    C("cross_entropy", F.cross_entropy, _ce, [a34, I(0, 3, 1)], xfail=ZERO_D, noncontig=True),
+    C("cross_entropy", F.cross_entropy, _ce, [a34, I(0, 3, 1)], noncontig=True),
     C("cross_entropy-none-ignore", lambda x, t: F.cross_entropy(x, t, reduction="none", ignore_index=1),
       lambda x, t: _ce(x, t, reduction="none", ignore_index=1), [a34, I(0, 1, 3)]),
     C("cross_entropy-weight-smooth-sum", lambda x, t, w: F.cross_entropy(x, t, w, reduction="sum",
                                                                          label_smoothing=0.1),
-      lambda x, t, w: _ce(x, t, w, reduction="sum", label_smoothing=0.1), [a34, I(2, 3, 0), pos(4, seed=71)],
-      xfail=ZERO_D),
+      lambda x, t, w: _ce(x, t, w, reduction="sum", label_smoothing=0.1), [a34, I(2, 3, 0), pos(4, seed=71)]),
     C("cross_entropy-soft", F.cross_entropy,
-      lambda x, p: -(p * (x - _lse(x, 1, keepdims=True))).sum(1).mean(), [a34, R.softmax(b34, 1)],
-      xfail=ZERO_D),
+      lambda x, p: -(p * (x - _lse(x, 1, keepdims=True))).sum(1).mean(), [a34, R.softmax(b34, 1)]),
     C("cross_entropy-3d", F.cross_entropy,
       lambda x, t: _ce(np.moveaxis(x, 1, -1).reshape(-1, 3), t.reshape(-1)),
-      [randn(2, 3, 2, seed=72), I(0, 2, 1, 1).reshape(2, 2)], xfail=ZERO_D),
+      [randn(2, 3, 2, seed=72), I(0, 2, 1, 1).reshape(2, 2)]),
     C("cross_entropy-3d-none", lambda x, t: F.cross_entropy(x, t, reduction="none"),
       lambda x, t: _ce(np.moveaxis(x, 1, -1).reshape(-1, 3), t.reshape(-1), reduction="none").reshape(2, 2),
       [randn(2, 3, 2, seed=72), I(0, 2, 1, 1).reshape(2, 2)]),
-    C("nll_loss", lambda x, t: F.nll_loss(F.log_softmax(x, 1), t), _ce, [a34, I(0, 3, 1)], xfail=NN_LOSS),
-    C("mse_loss", F.mse_loss, lambda a, b: np.mean((a - b) ** 2), [a34, b34], xfail=NN_LOSS),
-    C("l1_loss-sum", lambda a, b: F.l1_loss(a, b, reduction="sum"), lambda a, b: np.sum(np.abs(a - b)), [a34, b34],
-      xfail=NN_LOSS),
+    C("nll_loss", lambda x, t: F.nll_loss(F.log_softmax(x, 1), t), _ce, [a34, I(0, 3, 1)]),
+    C("mse_loss", F.mse_loss, lambda a, b: np.mean((a - b) ** 2), [a34, b34]),
+    C("l1_loss-sum", lambda a, b: F.l1_loss(a, b, reduction="sum"), lambda a, b: np.sum(np.abs(a - b)), [a34, b34]),
     C("composed-nll", lambda x, t: -ng.gather(F.log_softmax(x, 1), 1, t[:, None]).mean(),
       lambda x, t: _ce(x, t), [a34, I(0, 3, 1)]),
 )
