@@ -7,6 +7,8 @@ from .linear import Identity, Linear  # noqa: F401
 from .flatten import Flatten, Unflatten  # noqa: F401
 from .activation import (ReLU, ReLU6, LeakyReLU, ELU, SELU, GELU, SiLU, Mish, Sigmoid, Tanh,  # noqa: F401
                          Softplus, Hardtanh, Softmax, LogSoftmax, Dropout)
+from .normalization import (LayerNorm, RMSNorm, GroupNorm, BatchNorm1d, BatchNorm2d, BatchNorm3d,  # noqa: F401
+                            InstanceNorm1d, InstanceNorm2d, InstanceNorm3d)
 from .container import Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict  # noqa: F401
 from .loss import CrossEntropyLoss, NLLLoss, MSELoss, L1Loss  # noqa: F401
 from . import init, functional  # noqa: F401

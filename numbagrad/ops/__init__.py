@@ -21,3 +21,4 @@ from .indexing import getitem, setitem  # noqa: F401
 from .activation import *  # noqa: F401,F403
 from .softmax import *  # noqa: F401,F403
 from .dropout import *  # noqa: F401,F403
+from .normalization import *  # noqa: F401,F403

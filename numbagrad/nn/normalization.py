@@ -1,0 +1,313 @@
+"""Normalisation layers (``torch.nn``): ``LayerNorm``, ``RMSNorm``, ``GroupNorm``,
+``BatchNorm1d/2d/3d`` and ``InstanceNorm1d/2d/3d``.
+
+Constructor arguments, attribute names, parameter and buffer names (``weight``, ``bias``,
+``running_mean``, ``running_var``, ``num_batches_tracked`` as int64), default
+initialisation (weight 1, bias 0, running mean 0, running variance 1) and ``extra_repr``
+are PyTorch's, so ``state_dict()`` keys and shapes equal PyTorch's and a converted PyTorch
+state dict loads. The maths is in :mod:`numbagrad.ops.normalization` (fused kernels).
+
+Batch norm in training mode increments ``num_batches_tracked`` and normalises with the
+batch statistics, moving the running statistics by ``momentum`` (``momentum=None``: by
+``1 / num_batches_tracked``, a cumulative average); in eval mode it normalises with the
+running statistics, unless ``track_running_stats=False`` (then always batch statistics).
+"""
+import numbers
+
+import numpy as np
+
+from .. import _dtype
+from ..ops import normalization as _N
+from ..tensor import Tensor
+from . import init
+from .module import Module
+from .parameter import Parameter
+
+__all__ = ["LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
+           "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"]
+
+
+def _factory(device, dtype):
+    """The float dtype to create parameters in; checks that ``device`` exists."""
+    dt = _dtype.as_dtype(dtype) or _dtype.get_default_dtype()
+    if device is not None:
+        from ..device import device as _device
+        if _device(device).type != "cpu":
+            from ..backend import backend_for_device
+            backend_for_device(device)  # raises a clear error where there is no such device
+    return dt
+
+
+def _shape_tuple(normalized_shape):
+    if isinstance(normalized_shape, numbers.Integral):
+        return (int(normalized_shape),)
+    return tuple(int(s) for s in normalized_shape)
+
+
+class LayerNorm(Module):
+    """Layer normalisation over the trailing ``normalized_shape`` dimensions
+    (``torch.nn.LayerNorm``).
+
+    ``weight`` (ones) and ``bias`` (zeros) have shape ``normalized_shape`` when
+    ``elementwise_affine``; ``bias=False`` drops the bias only.
+    """
+
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, device=None,
+                 dtype=None):
+        super().__init__()
+        dt = _factory(device, dtype)
+        self.normalized_shape = _shape_tuple(normalized_shape)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(np.empty(self.normalized_shape, dt))
+            if bias:
+                self.bias = Parameter(np.empty(self.normalized_shape, dt))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+        if device is not None:
+            self.to(device)
+
+    def reset_parameters(self):
+        if self.elementwise_affine:
+            init.ones_(self.weight)
+            if self.bias is not None:
+                init.zeros_(self.bias)
+
+    def forward(self, input):
+        p = self._parameters
+        return _N.layer_norm(input, self.normalized_shape, p["weight"], p["bias"], self.eps)
+
+    def extra_repr(self):
+        return (f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, "
+                f"bias={self.bias is not None}")
+
+
+class RMSNorm(Module):
+    """Root-mean-square normalisation over the trailing ``normalized_shape`` dimensions
+    (``torch.nn.RMSNorm``); ``eps=None`` is the machine epsilon of the input's compute
+    dtype."""
+
+    def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None, dtype=None):
+        super().__init__()
+        dt = _factory(device, dtype)
+        self.normalized_shape = _shape_tuple(normalized_shape)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(np.empty(self.normalized_shape, dt))
+        else:
+            self.register_parameter("weight", None)
+        self.reset_parameters()
+        if device is not None:
+            self.to(device)
+
+    def reset_parameters(self):
+        if self.elementwise_affine:
+            init.ones_(self.weight)
+
+    def forward(self, x):
+        return _N.rms_norm(x, self.normalized_shape, self._parameters["weight"], self.eps)
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class GroupNorm(Module):
+    """Group normalisation (``torch.nn.GroupNorm``): ``num_channels`` split into
+    ``num_groups`` groups; per-channel ``weight`` (ones) and ``bias`` (zeros) when
+    ``affine`` (``bias=False``: no bias)."""
+
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None, *,
+                 bias=True):
+        super().__init__()
+        if num_channels % num_groups != 0:
+            raise ValueError(f"num_channels ({num_channels}) must be divisible by num_groups ({num_groups})")
+        dt = _factory(device, dtype)
+        self.num_groups = num_groups
+        self.num_channels = num_channels
+        self.eps = eps
+        self.affine = affine
+        if affine:
+            self.weight = Parameter(np.empty((num_channels,), dt))
+            if bias:
+                self.bias = Parameter(np.empty((num_channels,), dt))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+        if device is not None:
+            self.to(device)
+
+    def reset_parameters(self):
+        if self.affine:
+            init.ones_(self.weight)
+            if self.bias is not None:
+                init.zeros_(self.bias)
+
+    def forward(self, input):
+        if input.ndim >= 2 and input.shape[1] != self.num_channels:
+            raise RuntimeError(f"GroupNorm: expected input of shape (N, {self.num_channels}, *), got "
+                               f"{tuple(input.shape)} {input.dtype}")
+        p = self._parameters
+        return _N.group_norm(input, self.num_groups, p["weight"], p["bias"], self.eps)
+
+    def extra_repr(self):
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+                f"bias={self.bias is not None}")
+
+
+class _NormBase(Module):
+    """Parameters and running-statistics buffers shared by batch and instance norm."""
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
+                 device=None, dtype=None, *, bias=True):
+        super().__init__()
+        dt = _factory(device, dtype)
+        self.num_features = num_features
+        self.eps = eps
+        self.momentum = momentum
+        self.affine = affine
+        self.track_running_stats = track_running_stats
+        if affine:
+            self.weight = Parameter(np.empty((num_features,), dt))
+            if bias:
+                self.bias = Parameter(np.empty((num_features,), dt))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", Tensor._from_array(np.zeros((num_features,), dt)))
+            self.register_buffer("running_var", Tensor._from_array(np.ones((num_features,), dt)))
+            self.register_buffer("num_batches_tracked", Tensor._from_array(np.zeros((), np.int64)))
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
+        self.reset_parameters()
+        if device is not None:
+            self.to(device)
+
+    def reset_running_stats(self):
+        if self.track_running_stats:
+            for name, value in (("running_mean", 0), ("running_var", 1), ("num_batches_tracked", 0)):
+                b = self._buffers[name]
+                b.data.fill(value)
+                b._bump_version()
+
+    def reset_parameters(self):
+        self.reset_running_stats()
+        if self.affine:
+            init.ones_(self.weight)
+            if self.bias is not None:
+                init.zeros_(self.bias)
+
+    def _check_input_dim(self, input):
+        raise NotImplementedError
+
+    def extra_repr(self):
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+                f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")
+
+
+class _BatchNorm(_NormBase):
+    def forward(self, input):
+        self._check_input_dim(input)
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats:
+            nbt = self._buffers["num_batches_tracked"]
+            if nbt is not None:
+                np.copyto(nbt.data, nbt.data + 1)
+                nbt._bump_version()
+                if self.momentum is None:  # cumulative moving average
+                    factor = 1.0 / float(nbt.item())
+        use_batch = self.training or (self.running_mean is None and self.running_var is None)
+        keep = not self.training or self.track_running_stats
+        p = self._parameters
+        return _N.batch_norm(input, self.running_mean if keep else None, self.running_var if keep else None,
+                             p["weight"], p["bias"], use_batch, factor, self.eps)
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch norm over ``(N, C)`` or ``(N, C, L)`` inputs (``torch.nn.BatchNorm1d``)."""
+
+    def _check_input_dim(self, input):
+        if input.ndim not in (2, 3):
+            raise ValueError(f"BatchNorm1d: expected 2D or 3D input (got {input.ndim}D input of shape "
+                             f"{tuple(input.shape)})")
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch norm over ``(N, C, H, W)`` inputs (``torch.nn.BatchNorm2d``)."""
+
+    def _check_input_dim(self, input):
+        if input.ndim != 4:
+            raise ValueError(f"BatchNorm2d: expected 4D input (got {input.ndim}D input of shape "
+                             f"{tuple(input.shape)})")
+
+
+class BatchNorm3d(_BatchNorm):
+    """Batch norm over ``(N, C, D, H, W)`` inputs (``torch.nn.BatchNorm3d``)."""
+
+    def _check_input_dim(self, input):
+        if input.ndim != 5:
+            raise ValueError(f"BatchNorm3d: expected 5D input (got {input.ndim}D input of shape "
+                             f"{tuple(input.shape)})")
+
+
+class _InstanceNorm(_NormBase):
+    """Instance norm: defaults ``affine=False, track_running_stats=False`` as in PyTorch;
+    an unbatched input ``(C, *)`` is treated as a batch of one."""
+
+    _spatial = 1
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False,
+                 device=None, dtype=None, *, bias=True):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
+
+    def _check_input_dim(self, input):
+        k = self._spatial
+        if input.ndim not in (k + 1, k + 2):
+            raise ValueError(f"{type(self).__name__}: expected {k + 1}D or {k + 2}D input (got "
+                             f"{input.ndim}D input of shape {tuple(input.shape)})")
+
+    def forward(self, input):
+        self._check_input_dim(input)
+        fdim = input.ndim - self._spatial - 1
+        if input.shape[fdim] != self.num_features:
+            if self.affine:
+                raise ValueError(f"{type(self).__name__}: expected input's size at dim={fdim} to match "
+                                 f"num_features ({self.num_features}), but got: {input.shape[fdim]}.")
+            import warnings
+            warnings.warn(f"input's size at dim={fdim} does not match num_features. You can silence this "
+                          "warning by not passing in num_features, which is not used because affine=False")
+        unbatched = input.ndim == self._spatial + 1
+        x = input.unsqueeze(0) if unbatched else input
+        p = self._parameters
+        y = _N.instance_norm(x, self.running_mean, self.running_var, p["weight"], p["bias"],
+                             self.training or not self.track_running_stats,
+                             self.momentum if self.momentum is not None else 0.0, self.eps)
+        return y.squeeze(0) if unbatched else y
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """Instance norm over ``(N, C, L)`` or ``(C, L)`` (``torch.nn.InstanceNorm1d``)."""
+    _spatial = 1
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Instance norm over ``(N, C, H, W)`` or ``(C, H, W)`` (``torch.nn.InstanceNorm2d``)."""
+    _spatial = 2
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Instance norm over ``(N, C, D, H, W)`` or ``(C, D, H, W)`` (``torch.nn.InstanceNorm3d``)."""
+    _spatial = 3
