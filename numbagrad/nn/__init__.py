@@ -9,6 +9,8 @@ from .activation import (ReLU, ReLU6, LeakyReLU, ELU, SELU, GELU, SiLU, Mish, Si
                          Softplus, Hardtanh, Softmax, LogSoftmax, Dropout)
 from .normalization import (LayerNorm, RMSNorm, GroupNorm, BatchNorm1d, BatchNorm2d, BatchNorm3d,  # noqa: F401
                             InstanceNorm1d, InstanceNorm2d, InstanceNorm3d)
+from .pooling import (MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, AdaptiveAvgPool1d, AdaptiveAvgPool2d,  # noqa: F401
+                      AdaptiveMaxPool1d, AdaptiveMaxPool2d, LPPool1d, LPPool2d)
 from .container import Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict  # noqa: F401
 from .loss import CrossEntropyLoss, NLLLoss, MSELoss, L1Loss  # noqa: F401
 from . import init, functional  # noqa: F401

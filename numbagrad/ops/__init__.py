@@ -22,3 +22,4 @@ from .activation import *  # noqa: F401,F403
 from .softmax import *  # noqa: F401,F403
 from .dropout import *  # noqa: F401,F403
 from .normalization import *  # noqa: F401,F403
+from .pooling import *  # noqa: F401,F403
