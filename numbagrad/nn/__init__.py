@@ -11,6 +11,9 @@ from .normalization import (LayerNorm, RMSNorm, GroupNorm, BatchNorm1d, BatchNor
                             InstanceNorm1d, InstanceNorm2d, InstanceNorm3d)
 from .pooling import (MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, AdaptiveAvgPool1d, AdaptiveAvgPool2d,  # noqa: F401
                       AdaptiveMaxPool1d, AdaptiveMaxPool2d, LPPool1d, LPPool2d)
+from .attention import MultiheadAttention  # noqa: F401
+from .transformer import (Transformer, TransformerEncoder, TransformerDecoder, TransformerEncoderLayer,  # noqa: F401
+                          TransformerDecoderLayer)
 from .container import Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict  # noqa: F401
 from .loss import CrossEntropyLoss, NLLLoss, MSELoss, L1Loss  # noqa: F401
 from . import init, functional  # noqa: F401

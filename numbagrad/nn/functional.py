@@ -7,11 +7,13 @@ below forward to them, looked up at call time, and any other ``numbagrad.ops`` f
 """
 from .. import ops as _ops
 from ..ops.matmul import linear  # noqa: F401
+from ..ops.attention import scaled_dot_product_attention, multi_head_attention_forward  # noqa: F401
 from .loss import cross_entropy, nll_loss, mse_loss, l1_loss  # noqa: F401
 
 __all__ = ["linear", "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "relu", "relu_", "relu6",
            "leaky_relu", "gelu", "silu", "sigmoid", "tanh", "elu", "selu", "softplus", "hardtanh",
-           "mish", "softmax", "log_softmax", "dropout", "embedding", "one_hot"]
+           "mish", "softmax", "log_softmax", "dropout", "embedding", "one_hot", "scaled_dot_product_attention",
+           "multi_head_attention_forward"]
 
 
 def relu(input, inplace=False):

@@ -35,9 +35,8 @@ class Parameter(Tensor):
         key = id(self)
         if key in memo:
             return memo[key]
+        # As torch's Parameter: the copy starts without a gradient.
         out = Parameter(self.data.copy(), self.requires_grad)
-        if self.grad is not None:
-            out.grad = Tensor._from_array(self.grad.data.copy())
         memo[key] = out
         return out
 

@@ -23,3 +23,4 @@ from .softmax import *  # noqa: F401,F403
 from .dropout import *  # noqa: F401,F403
 from .normalization import *  # noqa: F401,F403
 from .pooling import *  # noqa: F401,F403
+from .attention import *  # noqa: F401,F403

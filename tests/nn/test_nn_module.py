@@ -49,8 +49,10 @@ def test_parameter_shares_memory_and_flows_through_functions():
 
 def test_parameter_deepcopy_and_pickle():
     p = nn.Parameter(ng.randn(3))
+    p.sum().backward()
     q = copy.deepcopy(p)
     assert type(q) is nn.Parameter and q.requires_grad and q.data is not p.data
+    assert q.grad is None and p.grad is not None  # as torch: the copy starts without a gradient
     np.testing.assert_array_equal(q.detach().numpy(), p.detach().numpy())
     r = pickle.loads(pickle.dumps(p))
     assert type(r) is nn.Parameter and r.requires_grad
