@@ -3,10 +3,10 @@ layers, containers, losses, :mod:`~numbagrad.nn.init` and
 :mod:`~numbagrad.nn.functional`."""
 from .parameter import Parameter  # noqa: F401
 from .module import Module, RemovableHandle  # noqa: F401
-from .linear import Identity, Linear  # noqa: F401
+from .linear import Identity, Linear, Bilinear  # noqa: F401
 from .flatten import Flatten, Unflatten  # noqa: F401
-from .activation import (ReLU, ReLU6, LeakyReLU, ELU, SELU, GELU, SiLU, Mish, Sigmoid, Tanh,  # noqa: F401
-                         Softplus, Hardtanh, Softmax, LogSoftmax, Dropout)
+from .activation import *  # noqa: F401,F403
+from .sparse import Embedding, EmbeddingBag  # noqa: F401
 from .normalization import (LayerNorm, RMSNorm, GroupNorm, BatchNorm1d, BatchNorm2d, BatchNorm3d,  # noqa: F401
                             InstanceNorm1d, InstanceNorm2d, InstanceNorm3d)
 from .pooling import (MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, AdaptiveAvgPool1d, AdaptiveAvgPool2d,  # noqa: F401
@@ -16,4 +16,4 @@ from .transformer import (Transformer, TransformerEncoder, TransformerDecoder, T
                           TransformerDecoderLayer)
 from .container import Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict  # noqa: F401
 from .loss import CrossEntropyLoss, NLLLoss, MSELoss, L1Loss  # noqa: F401
-from . import init, functional  # noqa: F401
+from . import init, functional, summary  # noqa: F401

@@ -1,4 +1,10 @@
-"""``Linear`` (``y = x W^T + b``) and ``Identity``."""
+"""``Linear`` (``y = x W^T + b``), ``Bilinear`` (``y = x1^T A x2 + b``) and ``Identity``.
+
+A Linear followed by an activation can run as one fused op,
+:func:`numbagrad.ops.fused.linear_act` (one GEMM plus one pass for bias + activation
+forward, one pass plus two GEMMs backward); :meth:`Linear.forward_act` is that path for
+a layer's own parameters. ``Linear.forward`` itself is unchanged (GEMM + bias).
+"""
 import math
 
 import numpy as np
@@ -9,7 +15,7 @@ from . import init
 from .module import Module
 from .parameter import Parameter
 
-__all__ = ["Identity", "Linear"]
+__all__ = ["Identity", "Linear", "Bilinear"]
 
 
 class Identity(Module):
@@ -60,5 +66,60 @@ class Linear(Module):
         p = self._parameters
         return _linear(input, p["weight"], p["bias"])
 
+    def forward_act(self, input, activation):
+        """``activation(self(input))`` as one fused op (:func:`numbagrad.ops.fused.linear_act`;
+        ``activation`` one of ``'relu'``, ``'gelu'``, ``'gelu_tanh'``, ``'tanh'``,
+        ``'sigmoid'``, ``'silu'`` or None). Forward hooks of this module do not run."""
+        from ..ops.fused import linear_act
+        p = self._parameters
+        return linear_act(input, p["weight"], p["bias"], activation)
+
     def extra_repr(self):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+def _check_device(device):
+    if device is not None:
+        from ..device import device as _device
+        if _device(device).type != "cpu":
+            from ..backend import backend_for_device
+            backend_for_device(device)
+
+
+class Bilinear(Module):
+    """``y[..., o] = x1[...] @ weight[o] @ x2[...] + bias[o]`` (``torch.nn.Bilinear``).
+
+    ``weight`` is ``(out_features, in1_features, in2_features)``; both it and ``bias``
+    start as U(-1/sqrt(in1_features), 1/sqrt(in1_features)), PyTorch's default.
+    """
+
+    def __init__(self, in1_features, in2_features, out_features, bias=True, device=None, dtype=None):
+        super().__init__()
+        _check_device(device)
+        dt = _dtype.as_dtype(dtype) or _dtype.get_default_dtype()
+        self.in1_features = int(in1_features)
+        self.in2_features = int(in2_features)
+        self.out_features = int(out_features)
+        self.weight = Parameter(np.empty((self.out_features, self.in1_features, self.in2_features), dt))
+        if bias:
+            self.bias = Parameter(np.empty((self.out_features,), dt))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+        if device is not None:
+            self.to(device)
+
+    def reset_parameters(self):
+        bound = 1 / math.sqrt(self.weight.shape[1]) if self.weight.shape[1] > 0 else 0
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input1, input2):
+        from ..ops.bilinear import bilinear
+        p = self._parameters
+        return bilinear(input1, input2, p["weight"], p["bias"])
+
+    def extra_repr(self):
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")

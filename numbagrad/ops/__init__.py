@@ -24,3 +24,7 @@ from .dropout import *  # noqa: F401,F403
 from .normalization import *  # noqa: F401,F403
 from .pooling import *  # noqa: F401,F403
 from .attention import *  # noqa: F401,F403
+from .fused import linear_act  # noqa: F401
+from .bilinear import bilinear  # noqa: F401
+from .rrelu import rrelu, rrelu_  # noqa: F401
+from .sparse import embedding_bag  # noqa: F401
