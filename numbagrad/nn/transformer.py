@@ -51,6 +51,10 @@ def _get_activation_fn(activation):
     raise RuntimeError(f"activation should be relu/gelu, not {activation}")
 
 
+_FUSED_ACT = {_act.relu: "relu", _act.gelu: "gelu"}
+"""Activation functions whose FFN path takes the fused linear + bias + activation op."""
+
+
 def _get_clones(module, n):
     return ModuleList([copy.deepcopy(module) for _ in range(n)])
 
@@ -87,7 +91,15 @@ class _LayerBase(Module):
         self.activation = activation
 
     def _ff_block(self, x, drop):
-        return drop(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+        l1 = self.linear1
+        act = _FUSED_ACT.get(self.activation) if type(l1) is Linear else None
+        if act is not None and not (l1._forward_hooks or l1._forward_pre_hooks):
+            # linear1 + bias + activation as one fused node (numbagrad.ops.fused.linear_act):
+            # one pass over the hidden activations instead of three, forward and backward.
+            h = l1.forward_act(x, act)
+        else:
+            h = self.activation(l1(x))
+        return drop(self.linear2(self.dropout(h)))
 
 
 class TransformerEncoderLayer(_LayerBase):
