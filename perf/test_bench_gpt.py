@@ -80,16 +80,8 @@ def build(framework, seed=kit.SEED):
         fw, model, xt, yt = torch, tmodel, torch.from_numpy(idx), torch.from_numpy(tgt)
     else:
         import numbagrad as fw
-        import numbagrad.nn as nn
-        try:
-            from numbagrad.nn.normalization import LayerNorm
-            from numbagrad.nn.transformer import TransformerEncoderLayer
-        except ImportError as exc:
-            pytest.skip(f"numbagrad lacks LayerNorm / TransformerEncoderLayer: {exc}")
-        if not hasattr(nn, "TransformerEncoderLayer"):  # until the integrator exports it
-            nn = _NS(nn, TransformerEncoderLayer=TransformerEncoderLayer)
         fw.manual_seed(seed)
-        model = make_gpt(fw, nn, LayerNorm, fw.nn.functional.embedding)()
+        model = make_gpt(fw, fw.nn, fw.nn.LayerNorm, fw.nn.functional.embedding)()
         if tmodel is not None:
             model.load_state_dict({k: v.detach().numpy() for k, v in tmodel.state_dict().items()})
         xt, yt = fw.tensor(idx), fw.tensor(tgt)
@@ -104,17 +96,6 @@ def build(framework, seed=kit.SEED):
         return loss
 
     return step
-
-
-class _NS:
-    """``numbagrad.nn`` with extra attributes (the layer classes not yet exported)."""
-
-    def __init__(self, base, **extra):
-        self._base = base
-        self.__dict__.update(extra)
-
-    def __getattr__(self, name):
-        return getattr(self._base, name)
 
 
 @pytest.mark.benchmark(**kit.bench_mark(max_time=2.0))
