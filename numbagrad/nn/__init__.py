@@ -12,6 +12,7 @@ from .normalization import (LayerNorm, RMSNorm, GroupNorm, BatchNorm1d, BatchNor
 from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d  # noqa: F401
 from .pooling import (MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, AdaptiveAvgPool1d, AdaptiveAvgPool2d,  # noqa: F401
                       AdaptiveMaxPool1d, AdaptiveMaxPool2d, LPPool1d, LPPool2d)
+from .rnn import RNNBase, RNN, LSTM, GRU, RNNCellBase, RNNCell, LSTMCell, GRUCell  # noqa: F401
 from .attention import MultiheadAttention  # noqa: F401
 from .transformer import (Transformer, TransformerEncoder, TransformerDecoder, TransformerEncoderLayer,  # noqa: F401
                           TransformerDecoderLayer)

@@ -29,3 +29,4 @@ from .bilinear import bilinear  # noqa: F401
 from .rrelu import rrelu, rrelu_  # noqa: F401
 from .sparse import embedding_bag  # noqa: F401
 from .conv import *  # noqa: F401,F403
+from .rnn import *  # noqa: F401,F403
