@@ -256,6 +256,37 @@ def erf_f32(v):
 
 
 @scalar_helper
+def tanh_f32(v):
+    """tanh for float32 results, vectorisable (no libm call).
+
+    A rational fit tanh(x) ~ x P(u) / Q(u), u = (x/9)^2, degrees 5/5 (fitted here by
+    iteratively reweighted least squares against float64 ``np.tanh`` on [0, 9]; relative
+    error 3.6e-11), evaluated in float64: max error 0.51 float32 ulp over [-10, 10],
+    against 1.36 ulp for NumPy's float32 ``tanh``. Beyond |x| = 9 tanh rounds to +-1 in
+    float32. NaN propagates. Not accurate enough for float64 results: those use
+    ``math.tanh``.
+    """
+    x = np.float64(v)
+    if x != x:
+        return x
+    x = min(max(x, -9.0), 9.0)
+    u = x * x * (1.0 / 81.0)
+    p = 0.12844074860713112
+    p = p * u + 4.79207153189733
+    p = p * u + 22.479492027086167
+    p = p * u + 29.045099593484178
+    p = p * u + 11.420956652747396
+    p = p * u + 0.9999999999648652
+    q = 10.309114555127179
+    q = q * u + 112.18917426645349
+    q = q * u + 266.2643853748172
+    q = q * u + 191.6109330232475
+    q = q * u + 38.4209566212849
+    q = q * u + 1.0
+    return x * p / q if abs(x) < 9.0 else (1.0 if x > 0 else -1.0)
+
+
+@scalar_helper
 def gelu_from_erf(x, erf_v):
     """x * Phi(x) with erf_v = erf(x / sqrt(2))."""
     t = type(x)
