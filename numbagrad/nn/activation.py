@@ -9,7 +9,6 @@ default generator in training mode and are deterministic in eval mode.
 """
 import numpy as np
 
-from .. import _dtype
 from ..ops import activation as _act
 # (``numbagrad.ops.dropout`` / ``.softmax`` are shadowed by the functions of those names
 # that ``numbagrad.ops`` re-exports, so the functions are imported by name.)
@@ -19,7 +18,7 @@ from ..ops.rrelu import rrelu as _rrelu
 from . import functional as F
 from . import init
 from .module import Module
-from .parameter import Parameter
+from .parameter import Parameter, factory_dtype
 
 __all__ = ["ReLU", "ReLU6", "LeakyReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "Sigmoid", "Tanh",
            "Softplus", "Hardtanh", "Hardsigmoid", "Hardswish", "Softsign", "LogSigmoid", "Threshold",
@@ -358,12 +357,7 @@ class PReLU(Module):
 
     def __init__(self, num_parameters=1, init=0.25, device=None, dtype=None):
         super().__init__()
-        dt = _dtype.as_dtype(dtype) or _dtype.get_default_dtype()
-        if device is not None:
-            from ..device import device as _device
-            if _device(device).type != "cpu":
-                from ..backend import backend_for_device
-                backend_for_device(device)
+        dt = factory_dtype(device, dtype)
         self.num_parameters = int(num_parameters)
         self.init = init
         self.weight = Parameter(np.empty((self.num_parameters,), dt))

@@ -10,12 +10,11 @@ import math
 
 import numpy as np
 
-from .. import _dtype
 from ..ops import conv as _F
 from ..ops.shape import pad as _pad
 from . import init
 from .module import Module
-from .parameter import Parameter
+from .parameter import Parameter, factory_dtype
 
 __all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d"]
 
@@ -55,12 +54,7 @@ class _ConvNd(Module):
         if padding_mode not in _PADDING_MODES:
             raise ValueError(f"{name}: padding_mode must be one of {set(_PADDING_MODES)}, "
                              f"but got padding_mode='{padding_mode}'")
-        dt = _dtype.as_dtype(dtype) or _dtype.get_default_dtype()
-        if device is not None:
-            from ..device import device as _device
-            if _device(device).type != "cpu":
-                from ..backend import backend_for_device
-                backend_for_device(device)  # raises a clear error where there is no such device
+        dt = factory_dtype(device, dtype)
         self.in_channels = int(in_channels)
         self.out_channels = int(out_channels)
         self.kernel_size = tuple(int(k) for k in kernel_size)

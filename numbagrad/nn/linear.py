@@ -9,11 +9,10 @@ import math
 
 import numpy as np
 
-from .. import _dtype
 from ..ops.matmul import linear as _linear
 from . import init
 from .module import Module
-from .parameter import Parameter
+from .parameter import Parameter, factory_dtype
 
 __all__ = ["Identity", "Linear", "Bilinear"]
 
@@ -38,12 +37,7 @@ class Linear(Module):
 
     def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
         super().__init__()
-        dt = _dtype.as_dtype(dtype) or _dtype.get_default_dtype()
-        if device is not None:
-            from ..device import device as _device
-            if _device(device).type != "cpu":
-                from ..backend import backend_for_device
-                backend_for_device(device)  # raises a clear error where there is no such device
+        dt = factory_dtype(device, dtype)
         self.in_features = int(in_features)
         self.out_features = int(out_features)
         self.weight = Parameter(np.empty((self.out_features, self.in_features), dt))
@@ -78,14 +72,6 @@ class Linear(Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
-def _check_device(device):
-    if device is not None:
-        from ..device import device as _device
-        if _device(device).type != "cpu":
-            from ..backend import backend_for_device
-            backend_for_device(device)
-
-
 class Bilinear(Module):
     """``y[..., o] = x1[...] @ weight[o] @ x2[...] + bias[o]`` (``torch.nn.Bilinear``).
 
@@ -95,8 +81,7 @@ class Bilinear(Module):
 
     def __init__(self, in1_features, in2_features, out_features, bias=True, device=None, dtype=None):
         super().__init__()
-        _check_device(device)
-        dt = _dtype.as_dtype(dtype) or _dtype.get_default_dtype()
+        dt = factory_dtype(device, dtype)
         self.in1_features = int(in1_features)
         self.in2_features = int(in2_features)
         self.out_features = int(out_features)

@@ -16,26 +16,14 @@ import numbers
 
 import numpy as np
 
-from .. import _dtype
 from ..ops import normalization as _N
 from ..tensor import Tensor
 from . import init
 from .module import Module
-from .parameter import Parameter
+from .parameter import Parameter, factory_dtype
 
 __all__ = ["LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
            "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"]
-
-
-def _factory(device, dtype):
-    """The float dtype to create parameters in; checks that ``device`` exists."""
-    dt = _dtype.as_dtype(dtype) or _dtype.get_default_dtype()
-    if device is not None:
-        from ..device import device as _device
-        if _device(device).type != "cpu":
-            from ..backend import backend_for_device
-            backend_for_device(device)  # raises a clear error where there is no such device
-    return dt
 
 
 def _shape_tuple(normalized_shape):
@@ -55,7 +43,7 @@ class LayerNorm(Module):
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, device=None,
                  dtype=None):
         super().__init__()
-        dt = _factory(device, dtype)
+        dt = factory_dtype(device, dtype)
         self.normalized_shape = _shape_tuple(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
@@ -94,7 +82,7 @@ class RMSNorm(Module):
 
     def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None, dtype=None):
         super().__init__()
-        dt = _factory(device, dtype)
+        dt = factory_dtype(device, dtype)
         self.normalized_shape = _shape_tuple(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
@@ -127,7 +115,7 @@ class GroupNorm(Module):
         super().__init__()
         if num_channels % num_groups != 0:
             raise ValueError(f"num_channels ({num_channels}) must be divisible by num_groups ({num_groups})")
-        dt = _factory(device, dtype)
+        dt = factory_dtype(device, dtype)
         self.num_groups = num_groups
         self.num_channels = num_channels
         self.eps = eps
@@ -169,7 +157,7 @@ class _NormBase(Module):
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
                  device=None, dtype=None, *, bias=True):
         super().__init__()
-        dt = _factory(device, dtype)
+        dt = factory_dtype(device, dtype)
         self.num_features = num_features
         self.eps = eps
         self.momentum = momentum

@@ -46,3 +46,17 @@ class Parameter(Tensor):
 
 def _rebuild_parameter(data, requires_grad):
     return Parameter(data, requires_grad)
+
+
+def factory_dtype(device=None, dtype=None):
+    """The floating dtype a layer creates its parameters in (``dtype`` or the default), after
+    checking that ``device`` exists: a layer built with ``device="cuda"`` where there is no
+    GPU raises the backend's one clear error before allocating anything."""
+    from .. import _dtype
+    dt = _dtype.as_dtype(dtype) or _dtype.get_default_dtype()
+    if device is not None:
+        from ..device import device as _device
+        if _device(device).type != "cpu":
+            from ..backend import backend_for_device
+            backend_for_device(device)  # raises a clear error where there is no such device
+    return dt

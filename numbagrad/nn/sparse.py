@@ -11,22 +11,13 @@ no sparse tensors.
 """
 import numpy as np
 
-from .. import _dtype
 from ..ops.indexing import embedding as _embedding
 from ..tensor import Tensor
 from . import init
 from .module import Module
-from .parameter import Parameter
+from .parameter import Parameter, factory_dtype
 
 __all__ = ["Embedding", "EmbeddingBag"]
-
-
-def _check_device(device):
-    if device is not None:
-        from ..device import device as _device
-        if _device(device).type != "cpu":
-            from ..backend import backend_for_device
-            backend_for_device(device)  # raises a clear error where there is no such device
 
 
 def _norm_padding_idx(padding_idx, num_embeddings, name):
@@ -71,8 +62,7 @@ class Embedding(Module):
                  scale_grad_by_freq=False, sparse=False, _weight=None, _freeze=False, device=None,
                  dtype=None):
         super().__init__()
-        _check_device(device)
-        dt = _dtype.as_dtype(dtype) or _dtype.get_default_dtype()
+        dt = factory_dtype(device, dtype)
         self.num_embeddings = int(num_embeddings)
         self.embedding_dim = int(embedding_dim)
         self.padding_idx = _norm_padding_idx(padding_idx, self.num_embeddings, "Embedding")
@@ -148,10 +138,9 @@ class EmbeddingBag(Module):
                  mode="mean", sparse=False, _weight=None, include_last_offset=False, padding_idx=None,
                  device=None, dtype=None):
         super().__init__()
-        _check_device(device)
+        dt = factory_dtype(device, dtype)
         if mode not in ("sum", "mean", "max"):
             raise ValueError(f"EmbeddingBag: mode has to be one of sum, mean or max, got {mode!r}")
-        dt = _dtype.as_dtype(dtype) or _dtype.get_default_dtype()
         self.num_embeddings = int(num_embeddings)
         self.embedding_dim = int(embedding_dim)
         self.max_norm = max_norm
