@@ -17,25 +17,14 @@ import warnings
 
 import numpy as np
 
-from .. import _dtype
 from ..ops import rnn as _F
 from . import init
 from .module import Module
-from .parameter import Parameter
+from .parameter import Parameter, factory_dtype
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 
 _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
-
-
-def _factory(device, dtype):
-    dt = _dtype.as_dtype(dtype) or _dtype.get_default_dtype()
-    if device is not None:
-        from ..device import device as _device
-        if _device(device).type != "cpu":
-            from ..backend import backend_for_device
-            backend_for_device(device)  # raises a clear error where there is no such device
-    return dt
 
 
 class RNNBase(Module):
@@ -73,7 +62,7 @@ class RNNBase(Module):
             raise ValueError("proj_size has to be smaller than hidden_size")
         if proj_size > 0 and mode != "LSTM":
             raise ValueError("proj_size argument is only supported for LSTM, not RNN or GRU")
-        dt = _factory(device, dtype)
+        dt = factory_dtype(device, dtype)
         self.mode = mode
         self.input_size = input_size
         self.hidden_size = hidden_size
@@ -261,7 +250,7 @@ class RNNCellBase(Module):
 
     def __init__(self, input_size, hidden_size, bias, num_chunks, device=None, dtype=None):
         super().__init__()
-        dt = _factory(device, dtype)
+        dt = factory_dtype(device, dtype)
         self.input_size = input_size
         self.hidden_size = hidden_size
         self.bias = bias

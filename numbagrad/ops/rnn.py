@@ -27,14 +27,24 @@ outputs along the feature axis; dropout (training only) sits between layers, as 
 PyTorch. LSTM projections (``proj_size``): the layer keeps the unprojected ``o * tanh(c)``
 of every step and adds one GEMM per step each way, and one for ``dW_hr`` at the end.
 
-Measured (LSTM 64->128, T=50, B=32, float32, 2 threads, shared 2-core machine): forward
-~3.6 ms, forward+backward ~8.4 ms, of which the 100 per-step GEMMs are ~3.2 ms (OpenBLAS:
-27 us for ``h @ W_hh^T``, 30 us for ``dgates @ W_hh``; PyTorch's MKL is faster at this
-size), the fused cell steps ~1.3 ms, the one-shot GEMMs (``X W_ih^T``, ``dW_ih``,
-``dW_hh``) ~1.7 ms. A contiguous copy of ``W_hh^T`` made the forward step GEMM 38 us
-instead of 55 us (1 thread). Tried and dropped: a unit-major layout (states as ``(H, B)``,
-GEMM ``W_hh @ h^T``: 22/25 us per step GEMM) lost more in the cell kernels, whose
-strided per-step views stopped vectorising (pre-activation pass 8.7 us vs 2.2 us).
+Measured (LSTM 64->128, T=50, B=32, float32, 2 threads, shared 2-core machine, medians):
+one training step of ``perf/test_bench_lstm.py`` 8.9 ms (torch 6.4 ms in the same run);
+LSTM forward ~3.9 ms, backward ~4.6 ms. Of these the 100 per-step GEMMs are ~3.9 ms
+(OpenBLAS, 2 threads: 34 us for ``h @ W_hh^T``, 43 us for ``dgates @ W_hh``, which does not
+gain from the second thread; torch's MKL does both in 24 us), the cell kernels ~0.9 ms
+(14 us + 4 us a step), the one-shot GEMMs (``X W_ih^T``, ``dW_ih``, ``dW_hh``) ~1.5 ms.
+Per-step choices, each measured: a contiguous copy of ``W_hh^T`` (forward step GEMM 34 us
+vs 45 us with the transposed view; the copy costs 68 us once); the activated gates written
+over the input projection ``XG`` in place (no cold (T, B, 4H) buffer; ~2 us a step); the
+biases folded into the projection GEMM (see :func:`_input_proj`); bias gradients as a
+``ones @ dG`` GEMM (see :func:`_colsum`); per-step views built once, outside the loops.
+Together these took the step from 11.9 to 11.1 ms with 1 thread and from ~9.1 to ~8.9 ms
+with 2 (within the noise of this shared machine). Tried and dropped: a unit-major layout
+(states as ``(H, B)``, GEMM ``W_hh @ h^T``: 22/25 us per step GEMM) lost more in the cell
+kernels, whose strided per-step views stopped vectorising (pre-activation pass 8.7 us vs
+2.2 us); the whole time loop in one @njit function with ``np.dot`` (numba's BLAS is
+SciPy's OpenBLAS, whose thread pool fights NumPy's: 42 ms a step); the per-step GEMM in
+other BLAS layouts (``dgates @ W_hh`` 43 us NN, 50 us TN, 52 us NT).
 """
 import numpy as np
 
@@ -55,13 +65,30 @@ def _steps(T, reverse):
     return (range(T - 1, -1, -1), 0, 1) if reverse else (range(T), 1, 0)
 
 
+def _seq(a, order, off=0):
+    """[a[t + off] for t in order], the per-step views of a stacked buffer, made in one go
+    (``list(a)`` slices in C) so the time loops only index Python lists."""
+    if isinstance(a, np.ndarray):
+        a = list(a)
+    return [a[t + off] for t in order]
+
+
 def _input_proj(be, x2, w, b1, b2):
-    """x2 @ w^T (+ b1 + b2): the input-side pre-activations of every step at once."""
-    xg = be.dot_t(x2, w, trans_b=True)
-    if b1 is not None:
-        bias = b1 if b2 is None else b1 + b2
-        np.add(xg, bias, out=xg)
-    return xg
+    """x2 @ w^T (+ b1 + b2): the input-side pre-activations of every step at once.
+
+    The bias rides in the GEMM as one more input column of ones (``[x2, 1] @ [w, b]^T``):
+    for the (1600, 64) @ (64, 512) float32 projection of the LSTM benchmark 0.87 ms
+    against 0.98 ms for the GEMM plus an in-place broadcast add over the (1600, 512) result
+    (1 thread; the add is a memory-bound pass NumPy does not thread)."""
+    if b1 is None:
+        return be.dot_t(x2, w, trans_b=True)
+    n, k = x2.shape
+    xa = be.ones((n, k + 1), x2.dtype)
+    xa[:, :k] = x2
+    wa = be.empty((w.shape[0], k + 1), w.dtype)
+    wa[:, :k] = w
+    wa[:, k] = b1 if b2 is None else b1 + b2
+    return be.dot_t(xa, wa, trans_b=True)
 
 
 def _weight_grads(be, needs, dxg, dhg, x2, hprev2, w_ih, has_bias):
@@ -73,10 +100,17 @@ def _weight_grads(be, needs, dxg, dhg, x2, hprev2, w_ih, has_bias):
     dbih = dbhh = None
     if has_bias:
         if nbih:
-            dbih = np.sum(dxg, axis=0)
+            dbih = _colsum(be, dxg)
         if nbhh:
-            dbhh = dbih if (dhg is dxg and dbih is not None) else np.sum(dhg, axis=0)
+            dbhh = dbih if (dhg is dxg and dbih is not None) else _colsum(be, dhg)
     return dx, dwih, dwhh, dbih, dbhh
+
+
+def _colsum(be, a):
+    """Column sums of a 2-D array as a GEMM ``ones (1, n) @ a``: for the (T*B, 4H) = (1600,
+    512) float32 gate gradients of the LSTM benchmark 80 us against 145 us for
+    ``np.sum(a, axis=0)`` (NumPy's reduction over the outer axis does not use BLAS)."""
+    return be.dot_t(be.ones((1, a.shape[0]), a.dtype), a).reshape(a.shape[1])
 
 
 def _state0(be, h0, shape, dt):
@@ -106,7 +140,10 @@ class LSTMLayer(Function):
         XG = _input_proj(be, x2, w_ih, b_ih, b_hh).reshape(T, B, G)
         Hs = be.empty((T + 1, B, P), dt)
         Cs = be.empty((T + 1, B, H), dt)
-        ACT = be.empty((T, B, G), dt)
+        # NOTE: the activated gates overwrite the pre-activations (the cell kernel allows act
+        # to alias xg): one (T, B, 4H) buffer less, and each step writes lines it has just read
+        # instead of cold ones (~2 us a step at B=32, H=128 float32).
+        ACT = XG
         TC = be.empty((T, B, H), dt)
         hg = be.empty((B, G), dt)
         order, so, sp = _steps(T, reverse)
@@ -117,15 +154,21 @@ class LSTMLayer(Function):
         whhT = be.contiguous(w_hh.T)   # NOTE: a contiguous W^T: the step GEMM ran 38 us vs 55 us
         HR = None
         if w_hr is None:
-            for t in order:
-                _mm(Hs[t + sp], whhT, out=hg)
-                k(XG[t], hg, Cs[t + sp], ACT[t], TC[t], Cs[t + so], Hs[t + so])
+            # NOTE: per-step views built once (list(A) slices in C) and locals only in the loop:
+            # ~1.5 us a step less than indexing the 3-D arrays in the loop.
+            mm = _mm
+            hl, cl = _seq(Hs, range(T + 1)), _seq(Cs, range(T + 1))
+            for at, tt, hp, cp, hn, cn in zip(_seq(ACT, order), _seq(TC, order), _seq(hl, order, sp),
+                                              _seq(cl, order, sp), _seq(hl, order, so), _seq(cl, order, so)):
+                mm(hp, whhT, out=hg)
+                k(at, hg, cp, at, tt, cn, hn)      # the same view as xg and act: in place
         else:
             HR = be.empty((T, B, H), dt)     # the unprojected o * tanh(c), for dW_hr
             whrT = be.contiguous(w_hr.T)
             for t in order:
                 _mm(Hs[t + sp], whhT, out=hg)
-                k(XG[t], hg, Cs[t + sp], ACT[t], TC[t], Cs[t + so], HR[t])
+                at = ACT[t]
+                k(at, hg, Cs[t + sp], at, TC[t], Cs[t + so], HR[t])
                 _mm(HR[t], whrT, out=Hs[t + so])
         y = Hs[so:so + T]
         last = 0 if reverse else T
@@ -155,11 +198,15 @@ class LSTMLayer(Function):
         last = order[0] if T else None
         GP = None
         if w_hr is None:
-            for t in reversed(order):
-                k(gy[t], gh, gc, ACT[t], TC[t], Cs[t + sp], dG[t], gc2)
+            mm = _mm
+            rev = order[::-1]
+            n_mm = T if nh0 else T - 1      # the last step's dG @ W_hh only feeds dh0
+            for i, (gyt, at, tt, cp, dgt) in enumerate(zip(_seq(gy, rev), _seq(ACT, rev), _seq(TC, rev),
+                                                           _seq(Cs, rev, sp), _seq(dG, rev))):
+                k(gyt, gh, gc, at, tt, cp, dgt, gc2)
                 gc, gc2 = gc2, gc
-                if t != last or nh0:
-                    _mm(dG[t], w_hh, out=gh)
+                if i < n_mm:
+                    mm(dgt, w_hh, out=gh)
         else:
             GP = be.empty((T, B, P), dt)     # gradient of each projected h, for dW_hr
             graw = be.empty((B, H), dt)
@@ -204,10 +251,12 @@ class GRULayer(Function):
         Hs[T if reverse else 0] = _state0(be, h0, (B, H), dt)
         k = be.kernel("rnn", "gru_cell_fwd")
         whhT = be.contiguous(w_hh.T)
-        for t in order:
-            hp = Hs[t + sp]
-            _mm(hp, whhT, out=hg)
-            k(XG[t], hg, bhh, hp, ACT[t], Hs[t + so])
+        mm = _mm
+        hl = _seq(Hs, range(T + 1))
+        for xt, at, hp, hn in zip(_seq(XG, order), _seq(ACT, order), _seq(hl, order, sp),
+                                  _seq(hl, order, so)):
+            mm(hp, whhT, out=hg)
+            k(xt, hg, bhh, hp, at, hn)
         y = Hs[so:so + T]
         hn = be.copy(Hs[0 if reverse else T])
         ctx.reverse = reverse
@@ -232,12 +281,16 @@ class GRULayer(Function):
         dXG = be.empty((T, B, G), dt)
         dHG = be.empty((T, B, G), dt)
         k = be.kernel("rnn", "gru_cell_bwd")
-        last = order[0] if T else None
-        for t in reversed(order):
-            k(gy[t], gh, ACT[t], Hs[t + sp], dXG[t], dHG[t], ghd)
-            if t != last or nh0:
-                _mm(dHG[t], w_hh, out=ghr)
-                np.add(ghd, ghr, out=gh)
+        mm = _mm
+        add = np.add
+        rev = order[::-1]
+        n_mm = T if nh0 else T - 1      # the last step's dHG @ W_hh only feeds dh0
+        for i, (gyt, at, hp, dxt, dht) in enumerate(zip(_seq(gy, rev), _seq(ACT, rev), _seq(Hs, rev, sp),
+                                                        _seq(dXG, rev), _seq(dHG, rev))):
+            k(gyt, gh, at, hp, dxt, dht, ghd)
+            if i < n_mm:
+                mm(dht, w_hh, out=ghr)
+                add(ghd, ghr, out=gh)
         hprev2 = Hs[sp:sp + T].reshape(T * B, H)
         dx, dwih, dwhh, dbih, dbhh = _weight_grads(be, (nx, nwih, nwhh, nbih, nbhh), dXG.reshape(T * B, G),
                                                    dHG.reshape(T * B, G), x2, hprev2, w_ih, ctx.has_bias)

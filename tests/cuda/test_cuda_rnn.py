@@ -58,6 +58,17 @@ def test_lstm_cell_kernels_match_cpu(dtype):
     _check(_run("lstm_cell_bwd", g_ins, [(B, 4 * H), (B, H)], dtype), dtype)
 
 
+def test_lstm_cell_fwd_kernel_act_may_alias_xg():
+    """The sequence layer writes the gates over xg (act is xg): same results as the CPU."""
+    ins = _arrays([(B, 4 * H), (B, 4 * H), (B, H)], np.float32, 60)
+    want = [np.zeros(s, np.float32) for s in [(B, 4 * H), (B, H), (B, H), (B, H)]]
+    C._lstm_cell_fwd_cpu(*ins, *want)
+    d_xg = cuda.to_device(ins[0])
+    d_out = [cuda.to_device(np.zeros((B, H), np.float32)) for _ in range(3)]
+    G._lstm_cell_fwd_cuda(d_xg, cuda.to_device(ins[1]), cuda.to_device(ins[2]), d_xg, *d_out)
+    _check((want, [d_xg.copy_to_host()] + [d.copy_to_host() for d in d_out]), np.float32)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
 def test_gru_cell_kernels_match_cpu(dtype):
     ins = _arrays([(B, 3 * H), (B, 3 * H), (3 * H,), (B, H)], dtype, 20)

@@ -123,6 +123,20 @@ def test_lstm_cell_kernels_match_reference(dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_lstm_cell_fwd_kernel_act_may_alias_xg(dtype):
+    """The sequence layer passes act = xg (gates written over the pre-activations)."""
+    B, H = 3, 5
+    xg, hg, c_prev = (_c(randn(B, n, seed=s) * 2, dtype) for s, n in ((7, 4 * H), (8, 4 * H), (9, H)))
+    outs = [[np.empty((B, n), dtype) for n in (4 * H, H, H, H)] for _ in range(2)]
+    K._lstm_cell_fwd_cpu(xg, hg, c_prev, *outs[0])
+    xg2 = xg.copy()
+    K._lstm_cell_fwd_cpu(xg2, hg, c_prev, xg2, *outs[1][1:])
+    outs[1][0] = xg2
+    for a, b in zip(*outs):
+        np.testing.assert_array_equal(b, a)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_gru_cell_kernels_match_reference(dtype):
     B, H = 2, 4
     xg, hg = randn(B, 3 * H, seed=11) * 2, randn(B, 3 * H, seed=12)

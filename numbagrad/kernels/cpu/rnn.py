@@ -8,6 +8,8 @@ C-contiguous 2-D ``(B, n)`` array (``b_hh`` 1-D) of one floating dtype, float32 
     ``hg`` ``(B, 4H)``: ``h_prev @ W_hh^T``. Gate order i, f, g, o (PyTorch's). Writes
     ``act`` ``(B, 4H)``: the activated gates ``sigmoid(i), sigmoid(f), tanh(g),
     sigmoid(o)``; ``tc = tanh(c)``, ``c = f*c_prev + i*g``, ``h = o*tc`` (all ``(B, H)``).
+    ``act`` may be ``xg`` itself (each element is read before it is overwritten): the
+    sequence layer writes the gates over its input projection.
 ``_lstm_cell_bwd_cpu(gy, gh, gc, act, tc, c_prev, dgates, dc_prev)``
     The gradient reaching ``h`` is ``gy + gh`` (the layer's output gradient plus the
     recurrent one), reaching ``c`` is ``gc``. Writes ``dgates`` ``(B, 4H)``, the gradient
@@ -35,7 +37,20 @@ AVX-512 loop. Measured here for one LSTM step at B=32, H=128, float32 (best of 5
 * the hybrid chosen: an @njit pass that forms the pre-activations (sigmoid gates scaled
   by 1/2, since ``sigmoid(x) = (1 + tanh(x/2)) / 2``), one in-place ``np.tanh`` over all
   4H gates, an @njit pass that finishes the gates and forms ``c``, ``np.tanh(c)``, and an
-  @njit pass for ``h``: 16 us. (For scale: the step's GEMM ``h @ W_hh^T`` costs 41 us.)
+  @njit pass for ``h``: 14 us (pre-activation pass 4.3 us, tanh of the 4H gates 5.1 us,
+  gate/state pass 2.4 us, ``tanh(c)`` 1.4 us, ``h`` pass 0.7 us; a numba dispatch is
+  0.3-0.5 us of it). (For scale: the step's GEMM ``h @ W_hh^T`` costs 34 us, 2 threads.)
+* rechecked with the vectorisable ``scalar.tanh_f32`` (float64 rational, 0.51 ulp): one
+  fused float32 kernel (gates pass, then c / tanh(c) / h pass, simple unit-stride loops)
+  27 us; the same rational evaluated in float32: 15.6 us and 6.7 ulp. Its division makes
+  it slower than NumPy's tanh (16K elements: 16.4 us float64-evaluated, 7.6 us float32,
+  5.1 us ``np.tanh``), so the hybrid stays.
+
+The sequence layer passes ``act`` and ``xg`` as the same array (the gates overwrite the
+input projection); then :func:`_lstm_pre_inplace_cpu` runs, because the out-of-place
+pre-activation loop on aliased arrays fails LLVM's runtime overlap check and runs scalar
+(8.1 us vs 4.9 us). Below the parallel threshold the wrappers call the numba dispatchers'
+``serial`` twins directly (no :class:`FlatKernel` call per time step).
 
 One ``tanh`` pass serves every gate, and NumPy's float32 tanh is accurate to ~1 ulp, so
 the results match PyTorch to float32 rounding. The backward passes need no
@@ -50,8 +65,11 @@ than one step's elementwise work), parallel above.
 import numpy as np
 from numba import prange
 
+from ...backend import config
 from .._jit import flat_kernel
 from .. import scalar as S
+
+_F16 = np.dtype(np.float16)
 
 
 def _no_half(a, name):
@@ -74,6 +92,26 @@ def _lstm_pre_cpu(xg, hg, act):
             act[b, j] = xg[b, j] + hg[b, j]
         for j in range(3 * H, G):
             act[b, j] = (xg[b, j] + hg[b, j]) * half
+
+
+@flat_kernel
+def _lstm_pre_inplace_cpu(act, hg):
+    """act = act + hg (act holding xg), the sigmoid gates halved: :func:`_lstm_pre_cpu`
+    for ``act is xg``. NOTE: with act and xg the same array the out-of-place loop fails
+    LLVM's runtime overlap check and runs scalar (8.1 us vs 4.9 us at B=32, H=128
+    float32); this read-modify-write loop only checks act against hg."""
+    B, G = act.shape
+    H = G // 4
+    for b in prange(B):
+        a = act[b]
+        y = hg[b]
+        half = type(a[0])(0.5)
+        for j in range(2 * H):
+            a[j] = (a[j] + y[j]) * half
+        for j in range(2 * H, 3 * H):
+            a[j] = a[j] + y[j]
+        for j in range(3 * H, G):
+            a[j] = (a[j] + y[j]) * half
 
 
 @flat_kernel
@@ -113,12 +151,28 @@ def _lstm_hidden_cpu(act, tc, h):
 def _lstm_cell_fwd_cpu(xg, hg, c_prev, act, tc, c, h):
     """One LSTM step (see the module docstring): two NumPy tanh passes around three
     fused @njit passes."""
-    _no_half(act, "lstm")
-    _lstm_pre_cpu(xg, hg, act)
-    np.tanh(act, out=act)
-    _lstm_state_cpu(act, c_prev, c)
-    np.tanh(c, out=tc)
-    _lstm_hidden_cpu(act, tc, h)
+    if act.dtype == _F16:
+        _no_half(act, "lstm")
+    if act.size < config.PARALLEL_THRESHOLD:
+        # NOTE: the numba dispatchers directly (what FlatKernel would pick): this runs once
+        # per time step, and the wrapper's Python call costs ~0.3 us of a ~14 us step.
+        if act is xg:
+            _lstm_pre_inplace_cpu.serial(act, hg)
+        else:
+            _lstm_pre_cpu.serial(xg, hg, act)
+        np.tanh(act, out=act)
+        _lstm_state_cpu.serial(act, c_prev, c)
+        np.tanh(c, out=tc)
+        _lstm_hidden_cpu.serial(act, tc, h)
+    else:
+        if act is xg:
+            _lstm_pre_inplace_cpu(act, hg)
+        else:
+            _lstm_pre_cpu(xg, hg, act)
+        np.tanh(act, out=act)
+        _lstm_state_cpu(act, c_prev, c)
+        np.tanh(c, out=tc)
+        _lstm_hidden_cpu(act, tc, h)
 
 
 @flat_kernel
@@ -199,15 +253,17 @@ def _gru_hidden_cpu(act, h_prev, h):
 
 def _gru_cell_fwd_cpu(xg, hg, b_hh, h_prev, act, h):
     """One GRU step (see the module docstring)."""
-    _no_half(act, "gru")
+    if act.dtype == _F16:
+        _no_half(act, "gru")
     H = h.shape[1]
-    _gru_pre_cpu(xg, hg, b_hh, act)
+    serial = act.size < config.PARALLEL_THRESHOLD     # the dispatchers directly, as in the LSTM
+    (_gru_pre_cpu.serial if serial else _gru_pre_cpu)(xg, hg, b_hh, act)
     rz = act[:, :2 * H]
     np.tanh(rz, out=rz)
-    _gru_n_pre_cpu(act, xg)
+    (_gru_n_pre_cpu.serial if serial else _gru_n_pre_cpu)(act, xg)
     n = act[:, 2 * H:3 * H]
     np.tanh(n, out=n)
-    _gru_hidden_cpu(act, h_prev, h)
+    (_gru_hidden_cpu.serial if serial else _gru_hidden_cpu)(act, h_prev, h)
 
 
 @flat_kernel

@@ -10,6 +10,10 @@ on 2-D row-major ``(B, n)`` device arrays (``b_hh`` 1-D) of one floating dtype (
 float32 or float64; numbagrad CUDA arrays or numba device arrays, any strides). Each
 launches one kernel on the default stream and returns nothing.
 
+``act`` may alias ``xg`` in the LSTM forward (the sequence layer writes the gates over
+its input projection): a thread reads its four gate inputs before it writes them, and no
+other thread touches them.
+
 Every step is ONE grid-stride kernel over the ``B * H`` (batch, unit) pairs: thread ``t``
 takes pairs ``t, t + gridsize, ...``, the unit index fastest (a warp reads consecutive
 addresses of each gate block); pair ``(b, j)`` reads its gate pre-activations (columns
