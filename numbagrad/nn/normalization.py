@@ -191,6 +191,15 @@ class _NormBase(Module):
                 b.data.fill(value)
                 b._bump_version()
 
+    def _load_from_state_dict(self, state_dict, prefix, missing, unexpected, errors, assign):
+        key = prefix + "num_batches_tracked"
+        if self.track_running_stats and key not in state_dict:
+            # As PyTorch: a state dict from before the counter existed (or one that dropped
+            # it) is not missing a key; the module keeps its own count.
+            state_dict = dict(state_dict)
+            state_dict[key] = self._buffers["num_batches_tracked"]
+        super()._load_from_state_dict(state_dict, prefix, missing, unexpected, errors, assign)
+
     def reset_parameters(self):
         self.reset_running_stats()
         if self.affine:

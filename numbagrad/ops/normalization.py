@@ -21,7 +21,7 @@ updates ``running_mean``/``running_var`` in place with
 ``(1 - momentum) * running + momentum * batch`` (the unbiased variance for
 ``running_var``), and raises ``ValueError`` for one value per channel. ``momentum=None``
 (a cumulative average) is resolved by the modules through ``num_batches_tracked``; the
-functional form treats it as 0.0 like ``torch.batch_norm``. float16 inputs are computed
+functional form raises ``TypeError`` for it, as PyTorch's does. float16 inputs are computed
 in float32 and the result is cast back (CPU kernels have no float16); weights are cast to
 the input's dtype. Higher-order gradients are not supported (numbagrad-wide).
 """
@@ -335,8 +335,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     x, back = _float_input(x, "batch_norm")
     w = _param(weight, x, "batch_norm", "weight", (C,))
     b = _param(bias, x, "batch_norm", "bias", (C,))
-    if momentum is None:
-        momentum = 0.0
+    if momentum is None:  # as torch.nn.functional.batch_norm (the modules resolve None themselves)
+        raise TypeError("batch_norm(): argument 'momentum' must be float, not NoneType")
     y = BatchNormFn.apply(x, w, b, None if rm is None else rm.data, None if rv is None else rv.data,
                           bool(training), float(momentum), float(eps))
     if training:

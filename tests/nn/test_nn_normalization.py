@@ -227,3 +227,28 @@ def test_instance_norm_errors():
         InstanceNorm1d(4, affine=True)(ng.tensor(np.ones((2, 3, 5), np.float32)))
     with pytest.raises(ValueError, match=r"expected 3D or 4D input \(got 2D"):
         InstanceNorm2d(3)(ng.tensor(np.ones((3, 5), np.float32)))
+
+
+def test_state_dict_without_num_batches_tracked_loads_as_torch():
+    torch = pytest.importorskip("torch")
+    from numbagrad.nn.normalization import BatchNorm1d
+    t = torch.nn.BatchNorm1d(3)
+    t(torch.randn(5, 3))
+    sd = {k: v.detach().numpy() for k, v in t.state_dict().items() if k != "num_batches_tracked"}
+    m = BatchNorm1d(3)
+    m.num_batches_tracked.data.fill(7)
+    res = m.load_state_dict(sd)  # strict: no missing key, as torch
+    assert list(res.missing_keys) == [] and list(res.unexpected_keys) == []
+    assert int(m.num_batches_tracked.item()) == 7
+    np.testing.assert_allclose(m.running_mean.numpy(), t.running_mean.numpy())
+    t2 = torch.nn.BatchNorm1d(3)
+    t2.num_batches_tracked.fill_(7)
+    t2.load_state_dict({k: torch.from_numpy(v) for k, v in sd.items()})
+    assert int(t2.num_batches_tracked) == 7
+
+
+def test_functional_batch_norm_rejects_momentum_none_as_torch():
+    from numbagrad.ops.normalization import batch_norm
+    x = ng.randn(4, 3)
+    with pytest.raises(TypeError, match="momentum"):
+        batch_norm(x, ng.zeros(3), ng.ones(3), training=True, momentum=None)
