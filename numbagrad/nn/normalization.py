@@ -26,6 +26,22 @@ __all__ = ["LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d", "B
            "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"]
 
 
+def _affine(module, on, shape, dt, bias=True):
+    """Register the ``weight`` (and ``bias``) Parameters of ``shape`` when ``on``, else None
+    placeholders, as PyTorch's norm layers do (``bias=False`` drops the bias only)."""
+    module.register_parameter("weight", Parameter(np.empty(shape, dt)) if on else None)
+    module.register_parameter("bias", Parameter(np.empty(shape, dt)) if on and bias else None)
+
+
+def _reset_affine(module):
+    """weight <- 1, bias <- 0 (those present)."""
+    p = module._parameters
+    if p.get("weight") is not None:
+        init.ones_(p["weight"])
+    if p.get("bias") is not None:
+        init.zeros_(p["bias"])
+
+
 def _shape_tuple(normalized_shape):
     if isinstance(normalized_shape, numbers.Integral):
         return (int(normalized_shape),)
@@ -47,24 +63,13 @@ class LayerNorm(Module):
         self.normalized_shape = _shape_tuple(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(np.empty(self.normalized_shape, dt))
-            if bias:
-                self.bias = Parameter(np.empty(self.normalized_shape, dt))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine(self, elementwise_affine, self.normalized_shape, dt, bias)
         self.reset_parameters()
         if device is not None:
             self.to(device)
 
     def reset_parameters(self):
-        if self.elementwise_affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input):
         p = self._parameters
@@ -86,17 +91,14 @@ class RMSNorm(Module):
         self.normalized_shape = _shape_tuple(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(np.empty(self.normalized_shape, dt))
-        else:
-            self.register_parameter("weight", None)
+        self.register_parameter("weight", Parameter(np.empty(self.normalized_shape, dt))
+                                if elementwise_affine else None)
         self.reset_parameters()
         if device is not None:
             self.to(device)
 
     def reset_parameters(self):
-        if self.elementwise_affine:
-            init.ones_(self.weight)
+        _reset_affine(self)
 
     def forward(self, x):
         return _N.rms_norm(x, self.normalized_shape, self._parameters["weight"], self.eps)
@@ -120,24 +122,13 @@ class GroupNorm(Module):
         self.num_channels = num_channels
         self.eps = eps
         self.affine = affine
-        if affine:
-            self.weight = Parameter(np.empty((num_channels,), dt))
-            if bias:
-                self.bias = Parameter(np.empty((num_channels,), dt))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine(self, affine, (num_channels,), dt, bias)
         self.reset_parameters()
         if device is not None:
             self.to(device)
 
     def reset_parameters(self):
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input):
         if input.ndim >= 2 and input.shape[1] != self.num_channels:
@@ -163,15 +154,7 @@ class _NormBase(Module):
         self.momentum = momentum
         self.affine = affine
         self.track_running_stats = track_running_stats
-        if affine:
-            self.weight = Parameter(np.empty((num_features,), dt))
-            if bias:
-                self.bias = Parameter(np.empty((num_features,), dt))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine(self, affine, (num_features,), dt, bias)
         if track_running_stats:
             self.register_buffer("running_mean", Tensor._from_array(np.zeros((num_features,), dt)))
             self.register_buffer("running_var", Tensor._from_array(np.ones((num_features,), dt)))
@@ -202,10 +185,7 @@ class _NormBase(Module):
 
     def reset_parameters(self):
         self.reset_running_stats()
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def _check_input_dim(self, input):
         raise NotImplementedError

@@ -127,8 +127,9 @@ class RNNBase(Module):
                              f"Convert input: input.to({w0.dtype}), or convert model: "
                              f"model.to({input.dtype})")
         if input.shape[-1] != self.input_size:
-            raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, got "
-                               f"{input.shape[-1]}")
+            raise RuntimeError(f"{name}: input.size(-1) must be equal to input_size. Expected "
+                               f"{self.input_size}, got {input.shape[-1]} (input {tuple(input.shape)} "
+                               f"{input.dtype})")
         batched = input.ndim == 3
         hs = (None,) * n_states if hx is None else ((hx,) if n_states == 1 else tuple(hx))
         if len(hs) != n_states:
