@@ -12,8 +12,8 @@ import time
 
 import numpy as np
 
-# NUMBA_THREADING_LAYER as the user set it; None when conftest chose the layer of the
-# in-process suite (then fresh processes get numba's default). Set by conftest.py.
+# NUMBA_THREADING_LAYER as the user set it; None means numba's own default layer, in this
+# process and in the fresh ones. Set by conftest.py.
 USER_THREADING_LAYER = os.environ.get("NUMBA_THREADING_LAYER")
 
 SMOKE = os.environ.get("NUMBAGRAD_PERF_SMOKE", "").strip().lower() not in ("", "0", "false", "no", "off")
@@ -338,9 +338,7 @@ def header_lines(env, elapsed):
         f"{env['numba_num_threads']} threads) | torch {env.get('torch')} ({env.get('torch_threads')} threads) | "
         f"numpy {env['numpy']} | Python {env['python']}",
         "numba threading layer in this process: " + env["numba_threading_layer"]
-        + (" (set by the user)" if USER_THREADING_LAYER else
-           " (chosen by perf/conftest.py: the omp layer and torch's OpenMP slow each other down"
-           " in one process; fresh-process rows use numba's default)")
+        + (" (set by the user)" if USER_THREADING_LAYER else " (numba's default)")
         + " | OpenMP runtimes loaded: " + (", ".join(os.path.basename(p) for p in env["openmp_libs"]) or "none"),
         f"device cpu: {env['cpu']}, {env['cores']} cores | dtype {env['dtype']} | "
         f"{'SMOKE MODE (tiny sizes, 1 round: figures meaningless)' if env['smoke'] else 'full sizes'}",

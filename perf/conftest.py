@@ -12,29 +12,23 @@
 import os
 import time
 
-# NOTE: numbagrad and torch share this process, and their thread pools interfere
-# through OpenMP. Measured here (MLP 784-512-256-10 step, batch 128, 2 threads; alone:
-# numbagrad 2.7 ms, torch 2.4-3.3 ms, each in its own process):
-#   numba "omp" layer, numba first:  torch 9-11 ms (torch binds to the system libgomp
-#                                    numba loaded: both ask for soname libgomp.so.1)
-#   numba "omp" layer, torch first:  numbagrad 28-34 ms (torch's libgomp threads spin;
-#                                    OMP_WAIT_POLICY=passive fixes numbagrad, but slows
-#                                    torch to 5 ms)
-#   "workqueue" layer, numba first:  torch 5.3 ms
-#   "workqueue" layer, torch first:  numbagrad 2.8 ms, torch 2.4 ms  <- used here
-# So the in-process suite runs numba's workqueue layer (unless NUMBA_THREADING_LAYER is
-# set) and imports torch before numba starts any threads. The fresh-process rows run
-# each framework alone with its defaults (numba's own layer choice) and report their
-# steady-step time too, as a cross-check.
+# NOTE: numbagrad and torch share this process. Both run on OpenMP: torch on its own
+# libgomp, numba (its default "omp" layer) on the system one. Session 1 measured the
+# pools interfering (numbagrad 28-34 ms on the MLP step with torch imported first) and ran
+# the suite on numba's "workqueue" layer. Since numbagrad runs its GEMMs on numba's pool
+# instead of NumPy's OpenBLAS threads and sets libgomp's spin count (numbagrad/__init__.py,
+# kernels/cpu/_blas.py), numba's default layer is the fast one, and torch's figures did not
+# move (2 cores, medians, omp vs workqueue, torch / numbagrad, ms): LeNet-5 3.98 / 4.65 vs
+# 4.30 / 8.59; MLP b128 2.54 / 3.03 vs 2.56 / 6.03; tiny GPT 20.5 / 28.7 vs 21.5 / 48.9;
+# Conv2d 4.22 / 7.06 vs 4.35 / 8.57. So the suite runs numba's own default layer, as a
+# user gets it (NUMBA_THREADING_LAYER still overrides), and imports torch first. The
+# fresh-process rows run each framework alone, as a cross-check.
 USER_THREADING_LAYER = os.environ.get("NUMBA_THREADING_LAYER")
-os.environ.setdefault("NUMBA_THREADING_LAYER", "workqueue")
 try:
     import torch  # noqa: F401
 except ImportError:
     torch = None
-import numba  # noqa: E402
-
-numba.config.THREADING_LAYER = os.environ["NUMBA_THREADING_LAYER"]  # in case numba came in earlier
+import numba  # noqa: E402,F401
 
 import pytest  # noqa: E402
 

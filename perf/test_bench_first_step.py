@@ -28,8 +28,6 @@ def _run(framework, cache_dir=None):
     env = dict(os.environ)
     env["PYTHONPATH"] = kit.REPO_ROOT + os.pathsep + env.get("PYTHONPATH", "")
     env.pop("NUMBA_CACHE_DIR", None)
-    if kit.USER_THREADING_LAYER is None:  # conftest picked workqueue for its own process only
-        env.pop("NUMBA_THREADING_LAYER", None)
     if cache_dir is not None:
         env["NUMBA_CACHE_DIR"] = cache_dir
     cmd = [sys.executable, SCRIPT, framework, "--batch", str(kit.FRESH_BATCH),

@@ -6,7 +6,8 @@ Rule for what runs where (see ARCHITECTURE.md, "What runs where"):
   twin doubles bandwidth on large arrays over NumPy's single-threaded loop);
 * broadcasting or strided elementwise arithmetic, and transcendentals (exp, log,
   tanh: pip's llvmlite has no SVML, NumPy's SIMD loops are ~7x faster) -> NumPy ufuncs;
-* matmul -> BLAS through NumPy;
+* matmul -> BLAS on numba's threads (``kernels/cpu/_blas.py``: one thread pool, none
+  left spinning between kernels), NumPy's matmul where SciPy has no BLAS of its own;
 * everything NumPy has no single call for (activation backward passes, softmax,
   scatter-add, gather, dropout, fused optimizer updates, ...) -> @njit kernels, found by
   :meth:`CPUBackend.kernel` under ``numbagrad/kernels/cpu/<family>.py``.
@@ -18,6 +19,7 @@ import numpy as np
 from ..device import CPU
 from . import config
 from .dispatch import register_backend
+from ..kernels.cpu import _blas
 from ..kernels.cpu import elementwise as _ew
 
 
@@ -208,12 +210,12 @@ class CPUBackend:
         return r.reshape(shape)
 
     # ---- linear algebra ----------------------------------------------------------
-    matmul = staticmethod(np.matmul)
+    matmul = staticmethod(_blas.matmul)
 
     @staticmethod
     def dot_t(a, b, trans_a=False, trans_b=False):
         """``op(a) @ op(b)`` for 2-D arrays through BLAS, transposes as views."""
-        return (a.T if trans_a else a) @ (b.T if trans_b else b)
+        return _blas.matmul(a.T if trans_a else a, b.T if trans_b else b)
 
     # ---- shape -------------------------------------------------------------------
     reshape = staticmethod(np.reshape)

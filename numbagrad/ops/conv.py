@@ -71,6 +71,8 @@ SAVE_COLS_MAX_BYTES = 64 << 20
 """Keep the forward's im2col matrix for the weight gradient up to this size (bytes)."""
 CHUNK_BYTES = 32 << 20
 """Batch chunk size, in bytes of im2col columns (see the module docstring)."""
+PER_SAMPLE = True
+"""Take the CPU's per-sample kernels where they apply (False forces the batched path)."""
 
 
 # ---- array-level building blocks (backend-generic) ---------------------------------------------
@@ -123,6 +125,18 @@ def _gemm_into(be, a3, b3, out4, bias):
         np.copyto(o3, src)
 
 
+def _per_sample(be, n):
+    """Whether this call takes the CPU's per-sample kernels (see the module docstring)."""
+    if not PER_SAMPLE or be.name != "cpu" or n < 2:
+        return False
+    from ..kernels.cpu._blas import num_threads, private_blas_available
+    return n >= num_threads() and private_blas_available()
+
+
+def _arr1(b):
+    return None if b is None else np.ascontiguousarray(b)
+
+
 def _acc(be, total, part):
     if total is None:
         return part
@@ -153,9 +167,16 @@ class ConvNd(Function):
         w3 = w4.reshape(groups, o // groups, kg)
         per_sample = kg * groups * out_hw[0] * out_hw[1] * x4.itemsize
         nx, nw, nb = ctx.needs_input_grad[:3]
+        y = be.empty((n, o) + tuple(out_hw), x4.dtype)
+        ctx.samples = _per_sample(be, n)
+        if ctx.samples:
+            be.kernel("conv", "conv_fwd_samples")(x4, w3, _arr1(b), y, *k)
+            if nx or nw or nb:
+                ctx.geo = geo
+                ctx.save_for_backward(x4 if nw else None, w4 if nx else None, None)
+            return y.reshape(y_shape)
         keep = nw and per_sample * n <= SAVE_COLS_MAX_BYTES
         saved = [] if keep else None
-        y = be.empty((n, o) + tuple(out_hw), x4.dtype)
         for s, e in _chunks(n, per_sample):
             cols = _im2col(be, x4[s:e], k, out_hw)
             _gemm_into(be, w3, cols.reshape(groups, kg, -1), y[s:e], b)
@@ -179,6 +200,16 @@ class ConvNd(Function):
         kg = cg * k[0] * k[1]
         og = o // groups
         g4 = be.contiguous(g).reshape((n, o) + tuple(out_hw))
+        if ctx.samples:
+            w3 = w4.reshape(groups, og, kg) if nx else None
+            gx = gw = None
+            if nx:
+                gx = be.empty(x4_shape, g4.dtype)
+                be.kernel("conv", "conv_dgrad_samples")(g4, w3, gx, *k)
+                gx = gx.reshape(x_shape)
+            if nw:
+                gw = be.kernel("conv", "conv_wgrad_samples")(x4, g4, *k, (groups, og, kg)).reshape(w_shape)
+            return gx, gw, _bias_grad(g4) if nb else None, None
         per_sample = kg * groups * out_hw[0] * out_hw[1] * g4.itemsize
         gx = be.empty(x4_shape, g4.dtype) if nx else None
         w3t = w4.reshape(groups, og, kg).transpose(0, 2, 1) if nx else None
@@ -214,9 +245,13 @@ class ConvTransposeNd(Function):
         w3t = w4.reshape(groups, cig, kg).transpose(0, 2, 1)
         per_sample = kg * groups * in_hw[0] * in_hw[1] * x4.itemsize
         y = be.empty(y4_shape, x4.dtype)
-        for s, e in _chunks(n, per_sample):
-            cols = be.matmul(w3t, _to_cm(be, x4[s:e]).reshape(groups, cig, -1))
-            _col2im(be, cols.reshape((groups * kg, e - s) + tuple(in_hw)), y[s:e], k)
+        ctx.samples = _per_sample(be, n)
+        if ctx.samples:
+            be.kernel("conv", "conv_dgrad_samples")(x4, w4.reshape(groups, cig, kg), y, *k)
+        else:
+            for s, e in _chunks(n, per_sample):
+                cols = be.matmul(w3t, _to_cm(be, x4[s:e]).reshape(groups, cig, -1))
+                _col2im(be, cols.reshape((groups * kg, e - s) + tuple(in_hw)), y[s:e], k)
         if b is not None:
             np.add(y, b.reshape(1, -1, 1, 1), out=y)
         nx, nw, nb = ctx.needs_input_grad[:3]
@@ -239,6 +274,12 @@ class ConvTransposeNd(Function):
         gx = be.empty(x4_shape, g4.dtype) if nx else None
         w3 = w4.reshape(groups, cig, kg) if nx else None
         gw = None
+        if ctx.samples:
+            if nx:
+                be.kernel("conv", "conv_fwd_samples")(g4, w3, None, gx, *k)
+            if nw:
+                gw = be.kernel("conv", "conv_wgrad_samples")(g4, x4, *k, (groups, cig, kg)).reshape(w_shape)
+            return (None if gx is None else gx.reshape(x_shape), gw, _bias_grad(g4) if nb else None, None)
         if nx or nw:
             for s, e in _chunks(n, per_sample):
                 cols3 = _im2col(be, g4[s:e], k, in_hw).reshape(groups, kg, -1)

@@ -22,6 +22,14 @@ F = torch.nn.functional if torch else None
 pytestmark = pytest.mark.filterwarnings("ignore:Using padding='same'")
 
 
+@pytest.fixture(params=["samples", "batched"], autouse=True)
+def conv_path(request, monkeypatch):
+    """Every test runs on both CPU paths: the per-sample kernels (batches of at least the
+    thread count) and the batched im2col + GEMM path (the CUDA backend's, and N = 1)."""
+    monkeypatch.setattr(conv_ops, "PER_SAMPLE", request.param == "samples")
+    return request.param
+
+
 # ---- float64 references (direct loops) ---------------------------------------------------------
 def _pair(v, n):
     return (v,) * n if isinstance(v, int) else tuple(v)
@@ -206,7 +214,9 @@ def test_transpose_is_the_adjoint_of_conv():
 @pytest.mark.parametrize("fn", [conv2d, conv_transpose2d])
 @pytest.mark.parametrize("which", [(True, False, False), (False, True, False), (False, False, True),
                                    (False, True, True)])
-def test_only_needed_gradients(fn, which, monkeypatch):
+def test_only_needed_gradients(fn, which, monkeypatch, conv_path):
+    if conv_path == "samples":
+        return _only_needed_per_sample(fn, which, monkeypatch)
     x, w, b = randn(2, 4, 5, 5, seed=1), randn(4, 2, 3, 3, seed=2), randn(4 if fn is conv2d else 4, seed=3)
     kw = dict(stride=2, padding=1, groups=2)
     full = [ng.tensor(a, requires_grad=True) for a in (x, w, b)]
@@ -220,17 +230,10 @@ def test_only_needed_gradients(fn, which, monkeypatch):
         y.backward(g)
 
     run(full)
-    calls = []
-    for name in ("_im2col", "_col2im"):
-        orig = getattr(conv_ops, name)
-        monkeypatch.setattr(conv_ops, name, lambda *a, _o=orig, _n=name: (calls.append(_n), _o(*a))[1])
+    calls = _spy(monkeypatch, conv_ops, ("_im2col", "_col2im"))
     part = [ng.tensor(a, requires_grad=r) for a, r in zip((x, w, b), which)]
     run(part)
-    for t, f, r in zip(part, full, which):
-        if r:
-            np.testing.assert_allclose(t.grad.numpy(), f.grad.numpy(), rtol=1e-12, atol=1e-12)
-        else:
-            assert t.grad is None
+    _same_grads(part, full, which)
     # kernel launches: forward 1 (im2col for conv, col2im for the transpose); backward only
     # what the requested gradients need (the conv keeps its forward columns for gW)
     need_x, need_w, _ = which
@@ -240,6 +243,44 @@ def test_only_needed_gradients(fn, which, monkeypatch):
     else:
         assert calls.count("_im2col") == int(need_x or need_w)
         assert calls.count("_col2im") == 1
+
+
+def _spy(monkeypatch, module, names):
+    """Record the calls of ``module.<name>`` for each name, in order."""
+    calls = []
+    for name in names:
+        orig = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, _o=orig, _n=name: (calls.append(_n), _o(*a))[1])
+    return calls
+
+
+def _same_grads(part, full, which):
+    for t, f, r in zip(part, full, which):
+        if r:
+            np.testing.assert_allclose(t.grad.numpy(), f.grad.numpy(), rtol=1e-12, atol=1e-12)
+        else:
+            assert t.grad is None
+
+
+def _only_needed_per_sample(fn, which, monkeypatch):
+    """The per-sample path launches one kernel per requested gradient, and no other."""
+    from numbagrad.kernels.cpu import conv as kc
+    x, w, b = randn(2, 4, 5, 5, seed=1), randn(4, 2, 3, 3, seed=2), randn(4, seed=3)
+    kw = dict(stride=2, padding=1, groups=2)
+    g = randn(*fn(ng.tensor(x), ng.tensor(w), **kw).shape, seed=4)
+    calls = _spy(monkeypatch, kc, ("_conv_fwd_samples", "_conv_dgrad_samples", "_conv_wgrad_samples"))
+    part = [ng.tensor(a, requires_grad=r) for a, r in zip((x, w, b), which)]
+    fn(*part, **kw).backward(ng.tensor(g))
+    ref = [ng.tensor(a, requires_grad=True) for a in (x, w, b)]
+    monkeypatch.setattr(conv_ops, "PER_SAMPLE", False)
+    fn(*ref, **kw).backward(ng.tensor(g))
+    _same_grads(part, ref, which)
+    need_x, need_w, _ = which
+    # conv2d: forward = fwd kernel, input gradient = dgrad; the transpose the other way round
+    first, back_x = ("_conv_fwd_samples", "_conv_dgrad_samples")[::1 if fn is conv2d else -1]
+    assert calls.count(first) == 1
+    assert calls.count(back_x) == int(need_x)
+    assert calls.count("_conv_wgrad_samples") == int(need_w)
 
 
 def test_recomputed_columns_equal_saved(monkeypatch):

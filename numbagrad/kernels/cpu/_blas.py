@@ -1,0 +1,307 @@
+"""BLAS from inside ``@njit`` kernels, and the CPU backend's matmul built on it.
+
+Why numbagrad calls BLAS itself
+-------------------------------
+NumPy's ``matmul`` runs on NumPy's OpenBLAS, whose worker threads keep spinning for a
+while after every GEMM. numba's own threads (the ``prange`` kernels that run between
+the GEMMs: activations, pooling, im2col, norms) then share the two cores with a
+spinning thread, and every kernel after a GEMM ran up to 2x slower. Measured on the
+LeNet-5 training step (numba's default OpenMP layer): 8-34 ms median, bimodal, against
+4.1-4.5 ms with NumPy's BLAS on one thread (torch: 4.0 ms). So on the CPU numbagrad runs
+its GEMMs on one thread pool, numba's: a ``prange`` over batch entries and row blocks,
+each task one single-threaded BLAS call.
+
+The BLAS is SciPy's, reached the way numba's own ``np.dot`` reaches it: numba's
+``numba_xxgemm`` helper calls ``scipy.linalg.cython_blas.{s,d}gemm``. Declared here as an
+external function, with the operands' leading dimensions and ``beta`` passed through, so
+any 2-D block with one unit stride (a row block, a transposed view, a column slice) is a
+GEMM operand without a copy, and a kernel can accumulate (``beta = 1``). The symbol is
+resolved by the linker, so the kernels stay in numba's on-disk cache.
+
+With pip's wheels SciPy's OpenBLAS (``scipy.libs/libscipy_openblas-*.so``) is a library,
+and a thread pool, apart from NumPy's (``numpy.libs/libscipy_openblas64_-*.so``).
+:func:`serial_private_blas` sets it to one thread around numbagrad's calls and gives the
+old count back (two direct ``openblas_set_num_threads`` calls, well under a microsecond),
+so a user's own ``scipy.linalg`` calls keep their threads. Where SciPy and NumPy share one
+BLAS (a system or conda OpenBLAS/MKL), :func:`private_blas_available` is False and the
+callers keep NumPy's ``matmul``: limiting a shared library would limit NumPy too.
+
+numba_xxgemm resolves SciPy's function pointers on its first call, taking the GIL; a
+first call from a ``prange`` worker while the main thread holds the GIL would deadlock, so
+:func:`prime` makes one call per dtype from the calling thread before any parallel use.
+"""
+import ctypes
+import os
+from contextlib import contextmanager
+
+import numpy as np
+from numba import prange, types
+
+from ...backend import config
+from .._jit import cpu_jit, scalar_helper
+
+__all__ = ["gemm", "matmul", "private_blas_available", "serial_private_blas", "prime"]
+
+_ip = types.intp
+_xxgemm = types.ExternalFunction("numba_xxgemm", types.int32(
+    types.int8, types.int8, types.int8, _ip, _ip, _ip, types.voidptr, types.voidptr, _ip,
+    types.voidptr, _ip, types.voidptr, types.voidptr, _ip))
+_N, _T = 110, 116          # 'n', 't'
+
+
+@scalar_helper
+def _operand(a, isz):
+    """(transpose flag, leading dimension) of a row-major 2-D block for the column-major
+    BLAS, which sees it transposed: unit stride along columns -> 'n', along rows -> 't'."""
+    m, k = a.shape
+    s0 = a.strides[0] // isz
+    s1 = a.strides[1] // isz
+    if s1 == 1 and (m <= 1 or s0 >= k):
+        return _N, max(s0, k, 1)
+    return _T, max(s1, m, 1)
+
+
+@scalar_helper
+def gemm(a, b, c, beta):
+    """``c = a @ b + beta * c`` for 2-D float32/float64 blocks, each with a unit stride in
+    one dimension (``c`` in its last); one single-threaded BLAS call, in the caller's
+    thread. ``k == 0`` is the caller's to handle (BLAS then only scales ``c``)."""
+    m, k = a.shape
+    n = b.shape[1]
+    isz = a.itemsize
+    sc = np.empty(2, a.dtype)
+    sc[0] = 1.0
+    sc[1] = beta
+    ta, lda = _operand(a, isz)
+    tb, ldb = _operand(b, isz)
+    ldc = max(c.strides[0] // isz, n, 1)
+    # row-major C = A B is column-major C^T = B^T A^T
+    _xxgemm(115 if isz == 4 else 100, tb, ta, n, m, k, sc[0:].ctypes, b.ctypes, ldb,
+            a.ctypes, lda, sc[1:].ctypes, c.ctypes, ldc)
+
+
+def _bmm_body(a, b, c, ntask, by_cols):
+    # a (B, M, K), b (B, K, N), c (B, M, N): task t takes batch entry t // per and the
+    # (t % per)-th block of rows of c (or of columns, with ``by_cols``: short matrices,
+    # where a row block would leave BLAS a handful of rows)
+    nb, m = a.shape[0], a.shape[1]
+    n = b.shape[2]
+    per = ntask // nb
+    for t in prange(ntask):
+        i = t // per
+        j = t - i * per
+        if by_cols:
+            r0 = j * n // per
+            r1 = (j + 1) * n // per
+            if r1 > r0:
+                gemm(a[i], b[i, :, r0:r1], c[i, :, r0:r1], 0.0)
+        else:
+            r0 = j * m // per
+            r1 = (j + 1) * m // per
+            if r1 > r0:
+                gemm(a[i, r0:r1], b[i], c[i, r0:r1], 0.0)
+
+
+_bmm_par = cpu_jit(_bmm_body, parallel=True)
+
+
+@cpu_jit
+def _bmm_ser(a, b, c):
+    for i in range(a.shape[0]):
+        gemm(a[i], b[i], c[i], 0.0)
+
+
+@cpu_jit
+def _mm_ser(a, b, c):
+    gemm(a, b, c, 0.0)
+
+
+def _mm_body(a, b, c, ntask, by_cols):
+    m, n = c.shape
+    for j in prange(ntask):
+        if by_cols:
+            r0 = j * n // ntask
+            r1 = (j + 1) * n // ntask
+            if r1 > r0:
+                gemm(a, b[:, r0:r1], c[:, r0:r1], 0.0)
+        else:
+            r0 = j * m // ntask
+            r1 = (j + 1) * m // ntask
+            if r1 > r0:
+                gemm(a[r0:r1], b, c[r0:r1], 0.0)
+
+
+_mm_par = cpu_jit(_mm_body, parallel=True)
+
+
+def mm_into(a, b, out):
+    """``out = a @ b`` for 2-D float32/float64 arrays (BLAS operands as :func:`gemm` takes
+    them, ``out`` C-contiguous): the lean call for loops of small GEMMs (a recurrent
+    layer's steps), meant to run inside one ``with serial_private_blas():``."""
+    m, k = a.shape
+    n = out.shape[1]
+    if k == 0:
+        out[...] = 0
+        return out
+    threads = _threads()
+    if threads > 1 and m * n * k >= PARALLEL_MACS:
+        _mm_par(a, b, out, threads, m < 64 * threads and n > m)
+    else:
+        _mm_ser(a, b, out)
+    return out
+
+
+# ---- SciPy's private BLAS: detection and its thread count ----------------------------------------
+_STATE = {}
+
+
+def _private_lib():
+    """``(get_num_threads, set_num_threads)`` of the BLAS library that only SciPy loaded,
+    or None."""
+    if "lib" in _STATE:
+        return _STATE["lib"]
+    lib = None
+    try:
+        import scipy
+        import scipy.linalg.cython_blas  # noqa: F401 -- loads SciPy's BLAS
+        from threadpoolctl import ThreadpoolController
+        root = os.path.dirname(os.path.realpath(scipy.__file__))
+        dirs = (root + os.sep, root + ".libs" + os.sep)
+        # a library inside SciPy's own install is SciPy's alone; a shared system or conda
+        # BLAS lives elsewhere and is left alone
+        own = [lc.filepath for lc in ThreadpoolController().select(internal_api="openblas").lib_controllers
+               if os.path.realpath(lc.filepath).startswith(dirs)]
+        if len(own) == 1:
+            dll = ctypes.CDLL(own[0], mode=os.RTLD_NOLOAD | os.RTLD_GLOBAL) if hasattr(os, "RTLD_NOLOAD") \
+                else ctypes.CDLL(own[0])
+            for pre in ("scipy_", ""):
+                for suf in ("", "64_", "_64"):
+                    get = getattr(dll, f"{pre}openblas_get_num_threads{suf}", None)
+                    put = getattr(dll, f"{pre}openblas_set_num_threads{suf}", None)
+                    if get is not None and put is not None:
+                        get.restype, get.argtypes = ctypes.c_int, []
+                        put.restype, put.argtypes = None, [ctypes.c_int]
+                        lib = (get, put)
+                        break
+                if lib is not None:
+                    break
+    except Exception:  # no SciPy, no threadpoolctl, or an unknown BLAS layout
+        lib = None
+    _STATE["lib"] = lib
+    return lib
+
+
+def private_blas_available():
+    """True when numbagrad's kernels can call a BLAS that NumPy does not share."""
+    return _private_lib() is not None
+
+
+def prime():
+    """Resolve numba_xxgemm's SciPy pointers from this thread (see the module docstring)."""
+    if "primed" not in _STATE:
+        for dt in (np.float32, np.float64):
+            one = np.ones((1, 1), dt)
+            _bmm_ser(one.reshape(1, 1, 1), one.reshape(1, 1, 1), np.empty((1, 1, 1), dt))
+        _STATE["primed"] = True
+
+
+@contextmanager
+def serial_private_blas():
+    """Run the body with SciPy's private BLAS on one thread (a no-op where there is none)."""
+    lib = _private_lib()
+    if lib is None:
+        yield
+        return
+    prime()
+    get, put = lib
+    old = get()
+    if old != 1:
+        put(1)
+    try:
+        yield
+    finally:
+        if old != 1:
+            put(old)
+
+
+# ---- matmul ------------------------------------------------------------------------------------
+PARALLEL_MACS = 1 << 18
+"""GEMMs with at least this many multiply-adds are split over numba's threads."""
+
+
+def _unit(a):
+    """``a`` if each of its matrices is a BLAS operand as it is (a unit stride in one of the
+    last two dimensions, the other at least the row length), else a C-contiguous copy."""
+    isz = a.itemsize
+    m, k = a.shape[-2:]
+    s0, s1 = a.strides[-2:]
+    if (s1 == isz and (m <= 1 or s0 >= k * isz)) or (s0 == isz and (k <= 1 or s1 >= m * isz)):
+        return a
+    return np.ascontiguousarray(a)
+
+
+def matmul(a, b, out=None):
+    """``np.matmul(a, b, out=out)``; float32/float64 operands of at least 2 dimensions run
+    on numbagrad's threads (see the module docstring), everything else on NumPy."""
+    dt = a.dtype
+    if (a.ndim < 2 or b.ndim < 2 or dt != b.dtype or dt not in (np.float32, np.float64)
+            or type(a) is not np.ndarray or type(b) is not np.ndarray or not private_blas_available()
+            or (out is not None and (out.dtype != dt or type(out) is not np.ndarray))):
+        return np.matmul(a, b, out=out)
+    m, k = a.shape[-2:]
+    k2, n = b.shape[-2:]
+    if k != k2:
+        return np.matmul(a, b, out=out)  # NumPy's error message
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    shape = batch + (m, n)
+    if out is not None and out.shape != shape:
+        return np.matmul(a, b, out=out)
+    nb = 1
+    for d in batch:
+        nb *= d
+    if b.ndim == 2 and a.ndim > 2 and a.flags.c_contiguous:
+        a3 = a.reshape(1, nb * m, k)          # fold the batch into the rows: one GEMM
+        b3 = b.reshape(1, k, n)
+    else:
+        a3 = np.broadcast_to(a, batch + (m, k)).reshape(nb, m, k)
+        b3 = np.broadcast_to(b, batch + (k, n)).reshape(nb, k, n)
+    res = out if out is not None and out.flags.c_contiguous else np.empty(shape, dt)
+    c3 = res.reshape(a3.shape[0], a3.shape[1], n)
+    if c3.size:
+        if k == 0:
+            c3[...] = 0
+        else:
+            a3, b3 = _unit(a3), _unit(b3)
+            nb, rows = a3.shape[0], a3.shape[1]
+            macs = nb * rows * n * k
+            threads = _threads()
+            with serial_private_blas():
+                if threads > 1 and macs >= PARALLEL_MACS:
+                    per = 1 if nb >= threads else -(-threads // nb)
+                    by_cols = rows < 64 * per and n > rows
+                    _bmm_par(a3, b3, c3, nb * per, by_cols)
+                else:
+                    _bmm_ser(a3, b3, c3)
+    if out is not None and res is not out:
+        out[...] = res
+        return out
+    return res
+
+
+def _threads():
+    """numba's thread count for this thread (1 with ``config.PARALLEL`` off), cheaply:
+    ``numba.get_num_threads()`` costs ~3 us a call (it checks the pool is up), the raw
+    getter behind it ~0.2 us, and a recurrent layer asks twice a time step."""
+    if not config.PARALLEL:
+        return 1
+    raw = _STATE.get("nthreads")
+    if raw is None:
+        import numba
+        from numba.np.ufunc import parallel
+        numba.get_num_threads()              # starts the pool
+        raw = getattr(parallel, "_get_num_threads", None) or numba.get_num_threads
+        _STATE["nthreads"] = raw
+    return raw()
+
+
+num_threads = _threads
