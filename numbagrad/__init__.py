@@ -9,15 +9,7 @@ PyTorch's names and semantics wherever PyTorch has the feature::
 """
 __version__ = "0.1.0"
 
-import os as _os
-
-# NOTE: numba's OpenMP threading layer runs on the system libgomp, which reads this when it
-# loads (at numba's first parallel launch). libgomp lowers its spin-wait to 1000 rounds
-# when it counts more threads than CPUs, and here (numba's pool plus the caller on 2
-# cores) every parallel kernel launch then became a futex wake-up: 76 us for an empty
-# prange, against 1.6 us with libgomp's ordinary 300,000 rounds (a few ms of spinning after
-# each kernel). A user's own setting wins.
-_os.environ.setdefault("GOMP_SPINCOUNT", "300000")
+from .backend import config as _config  # noqa: F401  (OpenMP settings before numba starts its pool)
 
 from ._dtype import (float16, half, float32, float64, double, int8, uint8, int16, short,  # noqa: F401
                      int32, int64, long, bool_, get_default_dtype, set_default_dtype)

@@ -9,7 +9,7 @@ variable                       meaning                                     defau
 NUMBAGRAD_FASTMATH             ``fastmath`` for every @njit kernel          0
 NUMBAGRAD_PARALLEL             build the ``parallel=True`` kernel twins     1
 NUMBAGRAD_CACHE                ``cache=True`` (on-disk numba cache)         1
-NUMBAGRAD_PARALLEL_THRESHOLD   elements from which the parallel twin runs   524288
+NUMBAGRAD_PARALLEL_THRESHOLD   elements from which the parallel twin runs   65536
 NUMBAGRAD_REUSE_LARGE_ALLOCS   glibc: serve large arrays from the heap      1
 NUMBAGRAD_THREADS_PER_BLOCK    CUDA threads per block (CUDA backend)        256
 =============================  ==========================================  =========
@@ -18,9 +18,14 @@ import os
 
 # Numba's OpenMP workers and OpenBLAS's threads both spin after each call by default and
 # then fight over the cores: a 784-512-256-10 MLP step took ~34 ms instead of ~2.7 ms on
-# 2 cores. Passive waiting must be chosen before the OpenMP runtime starts, i.e. before
-# the first parallel kernel runs; a value the user set wins.
+# 2 cores. So OpenMP waits passively, and numbagrad's GEMMs run on numba's pool, not on
+# NumPy's OpenBLAS threads (kernels/cpu/_blas.py). Passive waiting alone made every
+# parallel launch a futex wake-up (76 us for an empty prange on this VM), so libgomp still
+# spins 300,000 rounds (its own default for an unloaded machine; a few ms) before it
+# sleeps: an empty prange then costs 1.6 us. Both must be set before the OpenMP runtime
+# starts, i.e. before the first parallel kernel runs; values the user set win.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("GOMP_SPINCOUNT", "300000")
 
 
 def _env_bool(name, default):
@@ -38,10 +43,11 @@ def _env_int(name, default):
 FASTMATH = _env_bool("NUMBAGRAD_FASTMATH", False)
 PARALLEL = _env_bool("NUMBAGRAD_PARALLEL", True)
 CACHE = _env_bool("NUMBAGRAD_CACHE", True)
-# With passive OpenMP waiting, a parallel launch costs ~60 us (sleeping workers must be
-# woken): a float32 add of 256K elements took 82 us serial and 112 us parallel, of 1M
-# elements 416 us serial and 276 us parallel (2 cores). Smaller inputs take the serial twin.
-PARALLEL_THRESHOLD = _env_int("NUMBAGRAD_PARALLEL_THRESHOLD", 1 << 19)
+# A parallel launch costs ~2 us with the spin count above (~60 us when the workers had to
+# be woken). Measured on the perf workloads (2 cores, medians, ms) at thresholds 512K /
+# 128K / 64K / 32K elements: LeNet-5 step 4.41 / 4.14 / 3.80 / 3.79, tiny GPT 30.5 / 26.9 /
+# 27.0 / 28.1, MLP b128 2.94 / 2.87 / 2.92 / 2.86, LayerNorm 4096x1024 6.2 / 6.2 / - / 6.7.
+PARALLEL_THRESHOLD = _env_int("NUMBAGRAD_PARALLEL_THRESHOLD", 1 << 16)
 # Keep large freed buffers in the heap instead of returning them to the OS (glibc only):
 # a fresh 64 MiB NumPy result is otherwise mmap'ed and page-faulted on every op, which
 # held a 16M-element add at ~19 GB/s; reusing heap memory gave ~30 GB/s (the triad

@@ -7,6 +7,14 @@ Every convolution is one graph node (:class:`ConvNd`, :class:`ConvTransposeNd`) 
 arrays: a 1-D convolution is the 2-D one with ``H = 1`` and a ``1 x k`` kernel, an
 unbatched input gets ``N = 1``; the reshapes are views taken inside the node.
 
+On the CPU, a batch of at least numba's thread count takes the per-sample kernels of
+``kernels/cpu/conv.py`` (:func:`_per_sample`): one ``prange`` over batch slices, each task
+running im2col for one sample into its own buffer (it stays in L2) and then one
+single-threaded BLAS call; forward, input gradient and weight gradient are one kernel
+each. Measured on the benchmark layer below (2 cores, medians): 7.1-7.6 ms forward +
+backward against 13.7 ms for the batched path, torch 4.2-4.4 ms. Every other call (one
+sample, the CUDA backend, ``PER_SAMPLE = False``) takes the batched path:
+
 A convolution ``x (N, C, H, W) -> y (N, O, OH, OW)`` with ``G`` groups is, per batch chunk
 (the whole batch unless its columns exceed :data:`CHUNK_BYTES`):
 
