@@ -7,6 +7,8 @@ No Python recursion is involved, so a 10,000-op chain is fine. Unless
 ``retain_graph``, each node drops its saved arrays right after its backward ran, so
 the memory of a training step is released while backward is still walking.
 """
+import sys
+
 import numpy as np
 
 from ..backend import backend_of
@@ -170,7 +172,7 @@ def _execute(tensors, grad_tensors, retain_graph, capture, only_leaves):
     pending = {}
     owned = {}
 
-    def deliver_leaf(leaf, g):
+    def deliver_leaf(leaf, g, sole=False):
         if cap_map is not None:
             ks = cap_map.get(id(leaf))
             if ks is not None:
@@ -183,9 +185,13 @@ def _execute(tensors, grad_tensors, retain_graph, capture, only_leaves):
             g = _run_hooks(leaf._hooks, g)
         if leaf.grad is None:
             # Copy: g may be shared with another leaf's gradient (a + b hands the same
-            # array to both), and .grad is accumulated into in place later.
-            leaf.grad = _tensor(backend_of(g).copy(g) if g.dtype == leaf.data.dtype
-                                else g.astype(leaf.data.dtype))
+            # array to both), and .grad is accumulated into in place later. An array no
+            # one else holds (``sole``, see _sole_owner) is taken as it is.
+            if g.dtype != leaf.data.dtype:
+                g = g.astype(leaf.data.dtype)
+            elif not (sole and g.flags.c_contiguous and g.flags.writeable):
+                g = backend_of(g).copy(g)
+            leaf.grad = _tensor(g)
         else:
             backend_of(g).accumulate(leaf.grad.data, g)
 
@@ -283,7 +289,8 @@ def _execute(tensors, grad_tensors, retain_graph, capture, only_leaves):
                     elif deps[child] == 0:
                         _drop(child, deps, ready, pending)
                 continue
-            if isinstance(g, Tensor):
+            wrapped = isinstance(g, Tensor)
+            if wrapped:
                 g = g.data
             elif not isinstance(g, _tensor_mod._ARRAY_TYPES):
                 g = np.asarray(g)  # NumPy ufuncs return scalars for 0-d arrays
@@ -297,7 +304,25 @@ def _execute(tensors, grad_tensors, retain_graph, capture, only_leaves):
             else:
                 if g.shape != child.data.shape:
                     _check_shape(node, i, g, child.data.shape, child.data.dtype, "input")
-                deliver_leaf(child, g)
+                # references to a fresh array here: in_grads, g, and _sole_owner's own two
+                sole = not wrapped and not child._hooks and _sole_owner(g, 4)
+                deliver_leaf(child, g, sole)
+
+
+def _sole_owner(g, refs):
+    """Whether nothing but the engine holds the NumPy array ``g`` (``refs`` references at
+    most, counting this call's) or, for a view, the arrays it views: then a leaf may keep
+    it as its ``.grad`` without a copy (for a 4096x1024 float32 LayerNorm input gradient
+    the copy was ~3 ms of a 10 ms step)."""
+    if type(g) is not np.ndarray or sys.getrefcount(g) > refs:
+        return False
+    b = g.base
+    while b is not None:
+        # held by the view above it, by ``b``, and by getrefcount's argument
+        if type(b) is not np.ndarray or sys.getrefcount(b) > 3:
+            return False
+        b = b.base
+    return True
 
 
 def _drop(node, deps, ready, pending):
