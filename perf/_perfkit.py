@@ -166,6 +166,22 @@ def run_benchmark(benchmark, key, framework, fn, *args, warm=3):
     return result
 
 
+def run_benchmark_timing_first(benchmark, key, framework, step, warm=3):
+    """Call ``step()`` once, timed apart (JIT compile or cache load) into the benchmark's
+    ``extra_info["first_call_s"]``, then :func:`run_benchmark` it; returns that first
+    call's result (for the test's correctness check)."""
+    t0 = time.perf_counter()
+    out = step()
+    benchmark.extra_info["first_call_s"] = time.perf_counter() - t0
+    run_benchmark(benchmark, key, framework, step, warm=warm)
+    return out
+
+
+def to_numpy(t):
+    """A NumPy array of a numbagrad / torch tensor (or array-like)."""
+    return np.asarray(t.detach().numpy() if hasattr(t, "detach") else t)
+
+
 # ---- environment description ------------------------------------------------------------
 def _cpu_model():
     try:

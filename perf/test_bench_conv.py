@@ -6,8 +6,6 @@ Bar: numbagrad <= 2x torch. The first numbagrad call (JIT compile or cache load 
 im2col/col2im kernels) is timed separately and stored in the benchmark's ``extra_info``
 as ``first_call_s``; it is not part of the steady-state figure.
 """
-import time
-
 import numpy as np
 import pytest
 
@@ -68,19 +66,12 @@ def _build(framework):
     return step
 
 
-def _np(t):
-    return np.asarray(t.detach().numpy() if hasattr(t, "detach") else t)
-
-
 @pytest.mark.benchmark(**kit.bench_mark(max_time=1.5))
 @pytest.mark.parametrize("framework", ("numbagrad", "torch"))
 def test_conv2d_fwd_bwd(benchmark, framework):
     step = _build(framework)
-    t0 = time.perf_counter()
-    grads = step()
-    benchmark.extra_info["first_call_s"] = time.perf_counter() - t0
-    kit.run_benchmark(benchmark, "conv2d_fwd_bwd", framework, step, warm=3)
+    grads = kit.run_benchmark_timing_first(benchmark, "conv2d_fwd_bwd", framework, step, warm=3)
     # not a timing check: the step computes the right gradients (bias grad = sum of g)
     x, w, b, g = _data()
-    np.testing.assert_allclose(_np(grads[2]), g.sum(axis=(0, 2, 3)), rtol=1e-4, atol=1e-2)
-    assert _np(grads[0]).shape == x.shape and _np(grads[1]).shape == w.shape
+    np.testing.assert_allclose(kit.to_numpy(grads[2]), g.sum(axis=(0, 2, 3)), rtol=1e-4, atol=1e-2)
+    assert kit.to_numpy(grads[0]).shape == x.shape and kit.to_numpy(grads[1]).shape == w.shape

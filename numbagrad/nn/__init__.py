@@ -17,5 +17,9 @@ from .attention import MultiheadAttention  # noqa: F401
 from .transformer import (Transformer, TransformerEncoder, TransformerDecoder, TransformerEncoderLayer,  # noqa: F401
                           TransformerDecoderLayer)
 from .container import Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict  # noqa: F401
-from .loss import CrossEntropyLoss, NLLLoss, MSELoss, L1Loss  # noqa: F401
+from .loss import (CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, SmoothL1Loss, HuberLoss,  # noqa: F401
+                   PoissonNLLLoss, GaussianNLLLoss, BCELoss, BCEWithLogitsLoss, KLDivLoss, MultiMarginLoss,
+                   MultiLabelSoftMarginLoss, FocalLoss, CTCLoss, PairwiseDistance, CosineSimilarity,
+                   TripletMarginLoss, TripletMarginWithDistanceLoss, CosineEmbeddingLoss, HingeEmbeddingLoss,
+                   MarginRankingLoss, ContrastiveLoss)
 from . import init, functional, summary  # noqa: F401

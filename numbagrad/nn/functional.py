@@ -9,11 +9,23 @@ from .. import ops as _ops
 from ..ops.matmul import linear  # noqa: F401
 from ..ops.attention import scaled_dot_product_attention, multi_head_attention_forward  # noqa: F401
 from .loss import cross_entropy, nll_loss, mse_loss, l1_loss  # noqa: F401
+from .loss_pointwise import (smooth_l1_loss, huber_loss, poisson_nll_loss, gaussian_nll_loss,  # noqa: F401
+                             binary_cross_entropy, binary_cross_entropy_with_logits, kl_div,
+                             sigmoid_focal_loss, focal_loss, multi_margin_loss, multilabel_soft_margin_loss)
+from .loss_ctc import ctc_loss  # noqa: F401
+from .loss_metric import (pairwise_distance, cosine_similarity, triplet_margin_loss,  # noqa: F401
+                          triplet_margin_with_distance_loss, cosine_embedding_loss, hinge_embedding_loss,
+                          margin_ranking_loss, contrastive_loss)
 
 __all__ = ["linear", "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "relu", "relu_", "relu6",
            "leaky_relu", "gelu", "silu", "sigmoid", "tanh", "elu", "selu", "softplus", "hardtanh",
            "mish", "softmax", "log_softmax", "dropout", "embedding", "one_hot", "scaled_dot_product_attention",
-           "multi_head_attention_forward"]
+           "multi_head_attention_forward",
+           "smooth_l1_loss", "huber_loss", "poisson_nll_loss", "gaussian_nll_loss", "binary_cross_entropy",
+           "binary_cross_entropy_with_logits", "kl_div", "sigmoid_focal_loss", "focal_loss", "multi_margin_loss",
+           "multilabel_soft_margin_loss", "ctc_loss", "pairwise_distance", "cosine_similarity",
+           "triplet_margin_loss", "triplet_margin_with_distance_loss", "cosine_embedding_loss",
+           "hinge_embedding_loss", "margin_ranking_loss", "contrastive_loss"]
 
 
 def relu(input, inplace=False):

@@ -1,5 +1,8 @@
 """Losses: the differentiable Functions, their functional forms (re-exported by
-:mod:`numbagrad.nn.functional`) and the Module wrappers, in that order.
+:mod:`numbagrad.nn.functional`) and the Module wrappers, in that order. This module holds
+cross-entropy, NLL, MSE and L1 and the shared helpers; the rest of the library lives in
+:mod:`.loss_pointwise` (regression and classification), :mod:`.loss_ctc` and
+:mod:`.loss_metric` (metric learning), all re-exported here.
 
 ``cross_entropy`` is one fused node: a single @njit pass per row computes the
 max-shifted log-sum-exp, the loss and the softmax (kept for backward), and backward
@@ -434,3 +437,12 @@ class L1Loss(_Loss):
 
     def forward(self, input, target):
         return l1_loss(input, target, reduction=self.reduction)
+
+
+# ---- the rest of the loss library (each module imports the helpers above) ----------------------
+from . import loss_pointwise as _lp, loss_ctc as _lc, loss_metric as _lm  # noqa: E402
+from .loss_pointwise import *  # noqa: E402,F401,F403
+from .loss_ctc import *  # noqa: E402,F401,F403
+from .loss_metric import *  # noqa: E402,F401,F403
+
+__all__ += _lp.__all__ + _lc.__all__ + _lm.__all__
