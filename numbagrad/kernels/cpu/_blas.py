@@ -102,17 +102,17 @@ def _bmm_body(a, b, c, ntask, by_cols):
                 gemm(a[i, r0:r1], b[i], c[i, r0:r1], 0.0)
 
 
-_bmm_par = cpu_jit(_bmm_body, parallel=True)
+_bmm_par_jit = cpu_jit(_bmm_body, parallel=True)
 
 
 @cpu_jit
-def _bmm_ser(a, b, c):
+def _bmm_ser_jit(a, b, c):
     for i in range(a.shape[0]):
         gemm(a[i], b[i], c[i], 0.0)
 
 
 @cpu_jit
-def _mm_ser(a, b, c):
+def _mm_ser_jit(a, b, c):
     gemm(a, b, c, 0.0)
 
 
@@ -131,7 +131,38 @@ def _mm_body(a, b, c, ntask, by_cols):
                 gemm(a[r0:r1], b, c[r0:r1], 0.0)
 
 
-_mm_par = cpu_jit(_mm_body, parallel=True)
+_mm_par_jit = cpu_jit(_mm_body, parallel=True)
+
+
+class _OneLayout:
+    """A GEMM kernel compiled once per dtype for any memory layout.
+
+    numba specialises on each argument's layout (C, F, A) and on read-only-ness (the views
+    ``np.broadcast_to`` returns), so the matmuls of one MLP step compiled three parallel
+    variants. These kernels only pass pointers and strides to BLAS, so one variant over
+    'A' arrays (operands read-only) serves every call: on first use both float dtypes are
+    compiled (or loaded from the cache) and further compilation is switched off, so other
+    layouts convert to it."""
+
+    __slots__ = ("jit", "ndim", "extra", "ready")
+
+    def __init__(self, jit, ndim, extra):
+        self.jit, self.ndim, self.extra, self.ready = jit, ndim, extra, False
+
+    def __call__(self, *args):
+        if not self.ready:
+            for dt in (types.float32, types.float64):
+                ro = types.Array(dt, self.ndim, "A", readonly=True)
+                self.jit.compile((ro, ro, types.Array(dt, self.ndim, "A")) + self.extra)
+            self.jit.disable_compile()
+            self.ready = True
+        return self.jit(*args)
+
+
+_bmm_par = _OneLayout(_bmm_par_jit, 3, (types.intp, types.boolean))
+_bmm_ser = _OneLayout(_bmm_ser_jit, 3, ())
+_mm_par = _OneLayout(_mm_par_jit, 2, (types.intp, types.boolean))
+_mm_ser = _OneLayout(_mm_ser_jit, 2, ())
 
 
 def mm_into(a, b, out):
