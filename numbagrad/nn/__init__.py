@@ -22,4 +22,4 @@ from .loss import (CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, SmoothL1Loss, Hub
                    MultiLabelSoftMarginLoss, FocalLoss, CTCLoss, PairwiseDistance, CosineSimilarity,
                    TripletMarginLoss, TripletMarginWithDistanceLoss, CosineEmbeddingLoss, HingeEmbeddingLoss,
                    MarginRankingLoss, ContrastiveLoss)
-from . import init, functional, summary  # noqa: F401
+from . import init, functional, summary, utils  # noqa: F401

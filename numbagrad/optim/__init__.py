@@ -1,5 +1,8 @@
 """Optimizers (``torch.optim``): each update is one fused kernel per parameter group over
-a flat parameter/gradient/state arena (see :mod:`numbagrad.optim.optimizer`)."""
+a flat parameter/gradient/state arena (see :mod:`numbagrad.optim.optimizer`); LR
+schedulers (:mod:`.lr_scheduler`), step functions (:mod:`.schedules`) and weight
+averaging (:mod:`.swa_utils`)."""
 from .optimizer import Optimizer  # noqa: F401
 from .sgd import SGD  # noqa: F401
 from .adam import Adam, AdamW  # noqa: F401
+from . import lr_scheduler, schedules, swa_utils  # noqa: F401,E402
