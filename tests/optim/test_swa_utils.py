@@ -70,8 +70,7 @@ CASES = {
 def test_averaged_model_matches_torch(case, use_buffers):
     kn, kt = CASES[case]
     if use_buffers and case == "swa_multi":
-        pytest.skip("torch's swa multi_avg_fn raises on the int64 num_batches_tracked buffer (addcdiv); "
-                    "numbagrad averages it in float and truncates")
+        return _swa_multi_with_buffers_against_numpy()
     m, t = _pair()
     am = AveragedModel(m, use_buffers=use_buffers, **kn)
     at = torch.optim.swa_utils.AveragedModel(t, use_buffers=use_buffers, **kt)
@@ -89,6 +88,34 @@ def test_averaged_model_matches_torch(case, use_buffers):
                                rtol=1e-5, atol=1e-6)
     # the source model is untouched by the averaging and not aliased
     assert am.module[0].weight is not m[0].weight
+
+
+def _swa_multi_with_buffers_against_numpy():
+    """torch's swa multi_avg_fn raises on the int64 num_batches_tracked buffer (addcdiv), so
+    this case is checked against NumPy: float parameters and buffers are the mean of the
+    snapshots taken at each update (the first update copies, as in torch); the int buffer is
+    the running mean ``a + (b - a) / (n + 1)`` truncated to an integer after each update
+    (numbagrad's documented choice)."""
+    m, t = _pair()
+    am = AveragedModel(m, use_buffers=True, multi_avg_fn=get_swa_multi_avg_fn())
+    snaps = []
+    ints = {}
+    for k in range(5):
+        _perturb(m, t, k)
+        am.update_parameters(m)
+        snaps.append({k2: np.array(v.numpy()) for k2, v in m.state_dict().items()})
+        for name, v in snaps[-1].items():
+            if v.dtype.kind != "f":
+                ints[name] = float(v) if k == 0 else float(np.trunc(ints[name] + (float(v) - ints[name]) / (k + 1)))
+    got = am.module.state_dict()
+    for name, v in got.items():
+        v = v.numpy()
+        if name in ints:
+            assert v.dtype == np.int64 and int(v) == int(ints[name]), name
+        else:
+            np.testing.assert_allclose(v, np.mean([sn[name] for sn in snaps], axis=0), rtol=1e-5, atol=1e-5,
+                                       err_msg=name)
+    assert am.n_averaged.item() == 5
 
 
 def test_swa_is_the_mean_and_ema_the_closed_form():
