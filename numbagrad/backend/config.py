@@ -26,6 +26,14 @@ import os
 # starts, i.e. before the first parallel kernel runs; values the user set win.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("GOMP_SPINCOUNT", "300000")
+# numba takes TBB before OpenMP when the ``tbb`` package is installed (the ``mkl`` wheel
+# pulls it in). The settings above and every figure in perf/ are for OpenMP, so it comes
+# first here too; NUMBA_THREADING_LAYER(_PRIORITY), when the user sets one, wins.
+if "NUMBA_THREADING_LAYER" not in os.environ and "NUMBA_THREADING_LAYER_PRIORITY" not in os.environ:
+    os.environ["NUMBA_THREADING_LAYER_PRIORITY"] = "omp tbb workqueue"
+    import sys as _sys
+    if "numba" in _sys.modules:  # numba read its environment already
+        _sys.modules["numba"].config.THREADING_LAYER_PRIORITY = ["omp", "tbb", "workqueue"]
 
 
 def _env_bool(name, default):

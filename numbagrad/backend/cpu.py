@@ -112,7 +112,9 @@ class CPUBackend:
             out = np.empty(a.shape, a.dtype)
             kern.parallel(a.reshape(-1), b.reshape(-1), out.reshape(-1))
             return out
-        return ufunc(a, b)
+        out = ufunc(a, b)
+        # a ufunc of 0-d operands returns a NumPy scalar, which can't be accumulated into
+        return out if type(out) is np.ndarray else np.asarray(out)
 
     def add(self, a, b):
         return self._binary(np.add, _ew._add_fwd_cpu, a, b)

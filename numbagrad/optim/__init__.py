@@ -5,4 +5,7 @@ averaging (:mod:`.swa_utils`)."""
 from .optimizer import Optimizer  # noqa: F401
 from .sgd import SGD  # noqa: F401
 from .adam import Adam, AdamW  # noqa: F401
+from .adamax import Adamax  # noqa: F401
+from .radam import RAdam  # noqa: F401
+from .nadam import NAdam  # noqa: F401
 from . import lr_scheduler, schedules, swa_utils  # noqa: F401,E402

@@ -22,6 +22,9 @@ class Adam(Optimizer):
     amsgrad : bool, default False
     maximize : bool, default False
     decoupled_weight_decay : bool, default False (True is AdamW)
+    capturable : bool, default False. Accepted on every device (PyTorch refuses it on the
+        CPU); results are the same either way.
+    foreach, fused : accepted and ignored: every step is one fused kernel per group.
     """
 
     _uses_step = True
@@ -39,8 +42,11 @@ class Adam(Optimizer):
             raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
         if not 0.0 <= weight_decay:
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-        if capturable or differentiable:
-            raise NotImplementedError(f"{type(self).__name__}: capturable/differentiable are not supported")
+        # capturable=True is accepted: step counts and bias corrections already stay with
+        # the parameters (on the device, for CUDA), nothing syncs to the host.
+        if differentiable:
+            raise NotImplementedError(f"{type(self).__name__}: differentiable=True (autograd through the update) "
+                                      "is not supported; the update is a fused in-place kernel")
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
                         maximize=maximize, decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)

@@ -35,7 +35,8 @@ class SGD(Optimizer):
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
         if differentiable:
-            raise NotImplementedError("SGD: differentiable=True is not supported")
+            raise NotImplementedError("SGD: differentiable=True (autograd through the update) is not supported; "
+                                      "the update is a fused in-place kernel")
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                         nesterov=nesterov, maximize=maximize)
         super().__init__(params, defaults)

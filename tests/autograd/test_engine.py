@@ -271,3 +271,15 @@ def test_composite_expression_matches_torch():
     ((pa * pb).exp() / (1 + pa ** 2) - pb).mean().backward()
     np.testing.assert_allclose(ta.grad.numpy(), pa.grad.numpy(), rtol=1e-10)
     np.testing.assert_allclose(tb.grad.numpy(), pb.grad.numpy(), rtol=1e-10)
+
+
+def test_zero_d_node_used_several_times_accumulates():
+    # x[0] is a 0-d node feeding three ops; summing its 0-d gradients once returned a
+    # NumPy scalar that the next accumulation could not write into.
+    x = ng.tensor(np.array([-1.5, 2.0]), requires_grad=True)
+    a, b = x[0], x[1]
+    loss = (1 - a) ** 2 + 100 * (b - a * a) ** 2
+    loss.backward()
+    xv, yv = -1.5, 2.0
+    expected = [-2 * (1 - xv) - 400 * xv * (yv - xv * xv), 200 * (yv - xv * xv)]
+    np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-12)

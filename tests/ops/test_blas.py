@@ -119,8 +119,9 @@ def test_gemm_accumulates_into_blocks():
     np.testing.assert_allclose(c2, a @ b, rtol=1e-12)
 
 
+@pytest.mark.skipif(B.PROVIDER != "openblas", reason="MKL runs sequential: no thread count to set")
 def test_serial_scope_restores_the_thread_count():
-    get, put = B._private_lib()
+    get, put = B._STATE["threads"]
     old = get()
     put(2)
     try:
@@ -131,9 +132,68 @@ def test_serial_scope_restores_the_thread_count():
         put(old)
 
 
+_PROVIDER_SCRIPT = """
+import numpy as np
+from numbagrad.kernels.cpu import _blas as B
+assert B.PROVIDER == {want!r}, B.PROVIDER
+rng = np.random.default_rng(0)
+for dt in (np.float32, np.float64):
+    a, b = rng.standard_normal((3, 70, 90)).astype(dt), rng.standard_normal((90, 40)).astype(dt)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(B.matmul(a, b), ref, rtol=1e-4 if dt == np.float32 else 1e-12, atol=1e-4)
+    big_a, big_b = rng.standard_normal((256, 300)).astype(dt), rng.standard_normal((300, 200)).astype(dt)
+    out = np.empty((256, 200), dt)
+    B.mm_into(big_a, big_b, out)   # split over threads
+    np.testing.assert_allclose(out, big_a.astype(np.float64) @ big_b, rtol=1e-4, atol=1e-3)
+print("ok", B.PROVIDER)
+"""
+
+
+def _provider_available(name):
+    if name == "mkl":
+        try:
+            from importlib import metadata
+            return metadata.version("mkl") is not None
+        except Exception:
+            return False
+    return B._load_scipy_openblas() is not None or B.PROVIDER == "openblas"
+
+
+@pytest.mark.parametrize("choice,want", [("openblas", "openblas"), ("mkl", "mkl"), ("none", None)])
+def test_each_provider_gives_numpys_products(choice, want):
+    """NUMBAGRAD_BLAS picks the library the kernels' GEMM symbols bind to; each one (and
+    none: NumPy's matmul) computes the same products, in a fresh process."""
+    import os
+    import subprocess
+    import sys
+    if want is not None and not _provider_available(want):
+        pytest.skip(f"{want} is not installed here")
+    env = dict(os.environ, NUMBAGRAD_BLAS=choice)
+    r = subprocess.run([sys.executable, "-c", _PROVIDER_SCRIPT.format(want=want)], env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip() == f"ok {want}"
+
+
 def test_without_a_private_blas_numpy_runs(monkeypatch):
-    monkeypatch.setitem(B._STATE, "lib", None)
+    monkeypatch.setattr(B, "PROVIDER", None)
+    monkeypatch.setitem(B._STATE, "threads", None)
     a, b = _r(4, 5), _r(5, 6, seed=8)
     np.testing.assert_allclose(B.matmul(a, b), a @ b, rtol=1e-12)
     with B.serial_private_blas():
         pass
+
+
+def test_numba_runs_openmp_even_with_tbb_installed():
+    """The mkl wheel installs tbb, which numba would otherwise prefer; numbagrad's tuning
+    (backend/config.py) is for OpenMP. Checked in a fresh process that imports numba first."""
+    import os
+    import subprocess
+    import sys
+    script = ("import numba, numpy as np\nimport numbagrad\nfrom numba import njit, prange\n"
+              "@njit(parallel=True)\ndef f(a):\n    for i in prange(a.size):\n        a[i] += 1\n"
+              "f(np.zeros(10))\nprint(numba.threading_layer())")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_THREADING_LAYER")}
+    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip() == "omp"

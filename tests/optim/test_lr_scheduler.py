@@ -553,7 +553,7 @@ def test_as_lambda_drives_torch_lambda_lr():
 
 
 # ---- optimizers use the scheduled lr --------------------------------------------------
-def test_sgd_step_moves_by_exactly_lr_times_grad():
+def test_sgd_step_moves_by_lr_times_grad():
     p = nn.Parameter(ng.tensor(np.array([1.0, -2.0, 0.5])))
     g = np.array([0.3, -0.7, 1.1])
     o = optim.SGD([p], lr=0.4)
@@ -564,7 +564,8 @@ def test_sgd_step_moves_by_exactly_lr_times_grad():
         lr = o.param_groups[0]["lr"]
         p.grad = ng.tensor(g)
         o.step()
-        np.testing.assert_array_equal(p.detach().numpy(), before - lr * g)
+        # to the last bit but one: the kernel rounds p - lr*g once (an fma, as torch does)
+        np.testing.assert_allclose(p.detach().numpy(), before - lr * g, rtol=1e-15, atol=0)
         (s if k % 2 else s2).step()
         assert o.param_groups[0]["lr"] != lr
 

@@ -1,5 +1,6 @@
-"""SGD / Adam / AdamW: step-for-step equality with torch.optim, a plain NumPy
-per-tensor reference, state_dict round trips, convergence, and the fused arena."""
+"""SGD / Adam / AdamW: step-for-step equality with torch.optim over 100 steps (float32 to
+1e-6, see ``optimkit.TOL``), a plain NumPy per-tensor reference, state_dict round
+trips, convergence, and the fused arena."""
 import copy
 import math
 
@@ -13,43 +14,24 @@ from numbagrad.kernels.cpu import optim as kopt
 
 torch = pytest.importorskip("torch")
 
-SHAPES = [(5, 3), (3,), (4, 2, 2), (), (7, 1)]
+from optimkit import SHAPES, STEPS, assert_close, converge, setup, signature_counts  # noqa: F401
+import optimkit
 
 
 def _setup(dtype, seed=0, shapes=SHAPES, steps=25):
-    rng = np.random.default_rng(seed)
-    init = [rng.standard_normal(s).astype(dtype) for s in shapes]
-    grads = [[rng.standard_normal(s).astype(dtype) for s in shapes] for _ in range(steps)]
-    P = [nn.Parameter(ng.tensor(a.copy())) for a in init]
-    T = [torch.nn.Parameter(torch.tensor(a.copy())) for a in init]
-    return P, T, grads
+    return setup(dtype, seed, shapes, steps, torch=torch)
 
 
 def _set_grads(P, T, grads_k, skip=()):
-    for i, (p, t) in enumerate(zip(P, T)):
-        if i in skip:
-            p.grad = None
-            t.grad = None
-        else:
-            p.grad = ng.tensor(grads_k[i])
-            t.grad = torch.tensor(grads_k[i])
+    optimkit.set_grads(P, T, grads_k, skip, torch=torch)
 
 
 def _assert_close(P, T, dtype):
-    tol = dict(rtol=1e-10, atol=1e-12) if dtype == np.float64 else dict(rtol=1e-5, atol=1e-6)
-    for p, t in zip(P, T):
-        np.testing.assert_allclose(p.detach().numpy(), t.detach().numpy(), **tol)
+    assert_close(P, T, dtype)
 
 
-def _run_parity(ng_cls, t_cls, kw, dtype, steps=25, skips=None):
-    P, T, grads = _setup(dtype, steps=steps)
-    o1, o2 = ng_cls(P, **kw), t_cls(T, **kw)
-    for k in range(steps):
-        _set_grads(P, T, grads[k], (skips or {}).get(k, ()))
-        o1.step()
-        o2.step()
-    _assert_close(P, T, dtype)
-    return P, T, o1, o2
+def _run_parity(ng_cls, t_cls, kw, dtype, steps=STEPS, skips=None):
+    return optimkit.run_parity(ng_cls, t_cls, kw, dtype, torch, steps=steps, skips=skips)
 
 
 SGD_CASES = [dict(lr=0.1), dict(lr=0.1, momentum=0.9), dict(lr=0.05, momentum=0.9, dampening=0.3),
@@ -204,24 +186,23 @@ def test_load_state_dict_errors():
 
 
 # ---- convergence and references --------------------------------------------------------
-@pytest.mark.parametrize("make", [lambda p: optim.SGD(p, lr=0.05, momentum=0.9),
-                                  lambda p: optim.SGD(p, lr=0.02, momentum=0.9, nesterov=True),
-                                  lambda p: optim.Adam(p, lr=0.05),
-                                  lambda p: optim.AdamW(p, lr=0.05, weight_decay=1e-4)],
-                         ids=["sgd", "nesterov", "adam", "adamw"])
-def test_converges_on_a_quadratic(make):
-    rng = np.random.default_rng(3)
-    A = ng.tensor(rng.standard_normal((20, 5)))
-    x_true = rng.standard_normal(5)
-    b = ng.tensor(A.numpy() @ x_true)
-    x = nn.Parameter(ng.zeros(5, dtype=ng.float64))
-    opt = make([x])
-    for _ in range(400):
-        opt.zero_grad()
-        loss = ((A @ x - b) ** 2).mean()
-        loss.backward()
-        opt.step()
-    np.testing.assert_allclose(x.detach().numpy(), x_true, atol=2e-2)
+CONVERGE = {
+    "sgd": (lambda p: optim.SGD(p, lr=0.05, momentum=0.9), lambda p: optim.SGD(p, lr=1e-3, momentum=0.9)),
+    "nesterov": (lambda p: optim.SGD(p, lr=0.02, momentum=0.9, nesterov=True),
+                 lambda p: optim.SGD(p, lr=1e-3, momentum=0.9, nesterov=True)),
+    "adam": (lambda p: optim.Adam(p, lr=0.05), lambda p: optim.Adam(p, lr=0.02)),
+    "adamw": (lambda p: optim.AdamW(p, lr=0.05, weight_decay=1e-4), lambda p: optim.AdamW(p, lr=0.02,
+                                                                                         weight_decay=0)),
+}
+
+
+@pytest.mark.parametrize("name", list(CONVERGE))
+def test_converges_on_a_quadratic_and_on_rosenbrock(name):
+    quad, rosen = CONVERGE[name]
+    x, x_true = converge(quad, "quadratic", 400)
+    np.testing.assert_allclose(x, x_true, atol=2e-2)
+    x, x_true = converge(rosen, "rosenbrock", 5000)
+    np.testing.assert_allclose(x, x_true, atol=2e-2)
 
 
 def _numpy_adam(params, grads_seq, lr, b1, b2, eps, wd, amsgrad, decoupled):
@@ -415,3 +396,16 @@ def test_mixed_dtype_group_uses_one_bucket_per_dtype():
     _assert_close(P32, T32, np.float32)
     _assert_close(P64, T64, np.float64)
     assert len(o1._arenas[id(o1.param_groups[0])].buckets) == 2
+
+
+def test_capturable_is_accepted_and_differentiable_is_refused():
+    P, _, grads = _setup(np.float32, steps=4)
+    Q = [nn.Parameter(ng.tensor(p.detach().numpy().copy())) for p in P]
+    a, b = optim.Adam(P, lr=1e-2), optim.Adam(Q, lr=1e-2, capturable=True, foreach=True, fused=True)
+    _train(a, P, grads, range(4))
+    _train(b, Q, grads, range(4))
+    for p, q in zip(P, Q):
+        np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
+    for make in (lambda: optim.Adam(P, differentiable=True), lambda: optim.SGD(P, lr=0.1, differentiable=True)):
+        with pytest.raises(NotImplementedError, match="differentiable"):
+            make()

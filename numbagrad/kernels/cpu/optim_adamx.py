@@ -1,0 +1,221 @@
+"""Fused Adamax, RAdam and NAdam: one kernel call updates every parameter of a group.
+
+The flat arena, its blocks and the ``active`` / ``steps`` contract are those of
+``numbagrad/kernels/cpu/optim.py`` (read its docstring first): ``param``, ``grad`` and
+the state buffers are 1-D arrays holding a group's parameters back to back, the
+parallel twin runs ``prange`` over blocks ``blk_start[b]:blk_end[b]`` (each inside
+parameter ``blk_seg[b]``), inactive parameters (no gradient this step) are left
+untouched, counters included.
+
+Each kernel first runs a serial loop over parameters that bumps ``steps`` (float32, as
+torch's ``state['step']``) and computes the per-parameter scalars in float64, as
+PyTorch does on the host with Python floats, then stores them in ``seg_scal`` rounded
+to the parameter dtype (where torch hands them to a float32 tensor op). The element
+loops follow PyTorch's single-tensor implementations op by op, rounding where torch
+rounds (measured against torch 2.13 on CPU, float32, 1000 random values each):
+
+* ``add(x, y, alpha=a)`` is ``fma(y, a, x)``; ``lerp`` is ``fma(w, e - s, s)``
+  (``fma(w - 1, e - s, e)`` for ``w >= 0.5``); ``addcmul(x, y, z, value=c)`` is
+  ``fma(c*y, z, x)``; ``addcdiv(x, y, z, value=c)`` is ``x + (c*y)/z`` rounded three
+  times (as in ``optim.py``).
+* ``tensor / scalar`` is a true division by the scalar rounded to float32 (not a
+  multiplication by its reciprocal); ``scalar / tensor`` (``Tensor.__rtruediv__``) is
+  ``reciprocal(tensor) * scalar``, two roundings; ``tensor * scalar`` multiplies by the
+  float32 scalar; ``abs(g) + eps`` rounds once.
+* a 0-d float32 tensor ``*=`` a Python float multiplies by the float32 scalar
+  (NAdam's ``mu_product``).
+* torch's float32 ``sqrt`` is MKL's and differs from the correctly rounded one in the
+  last bit for ~0.6% of inputs; that residue is accepted (see ``optimkit.TOL``).
+"""
+import numpy as np
+from numba import prange
+
+from .._jit import flat_kernel
+from ._fma import fma
+
+
+# ---- Adamax ------------------------------------------------------------------------------------
+@flat_kernel
+def _adamax_step_cpu(param, grad, exp_avg, exp_inf, blk_start, blk_end, blk_seg, active, steps, seg_scal,
+                     lr, beta1, omb1, omw, b2, eps, wd, sign, lerp_small):
+    """Adamax (``torch.optim.adamax._single_tensor_adamax``) over a flat arena.
+
+    ``lr`` and ``beta1`` are float64 (the bias correction ``clr = lr / (1 - beta1**step)``
+    is computed per parameter into ``seg_scal[2*s] = -clr``); the others come typed like
+    ``param``: ``omb1 = 1 - beta1`` (the lerp weight), ``omw = 1 - omb1``, ``b2 = beta2``,
+    ``eps``, ``wd`` (L2 weight decay added to the gradient), ``sign`` (-1 when
+    maximizing). ``lerp_small`` selects ``torch.lerp``'s branch (weight < 0.5).
+
+    Per element: ``g = sign*grad + wd*p``, ``m = lerp(m, g, 1-beta1)``,
+    ``u = max(beta2*u, |g| + eps)`` (NaN propagates, as ``torch.maximum``),
+    ``p = p + (-clr*m)/u``.
+    """
+    nseg = active.size
+    for s in range(nseg):
+        if active[s]:
+            steps[s] += 1.0
+            st = np.float64(steps[s])
+            seg_scal[2 * s] = -(lr / (1.0 - beta1 ** st))
+    for b in prange(blk_start.size):
+        s = blk_seg[b]
+        if not active[s]:
+            continue
+        nclr = seg_scal[2 * s]
+        lo = blk_start[b]
+        hi = blk_end[b]
+        pp = param[lo:hi]
+        gg = grad[lo:hi]
+        mm = exp_avg[lo:hi]
+        uu = exp_inf[lo:hi]
+        for i in range(hi - lo):
+            p = pp[i]
+            g = fma(p, wd, gg[i] * sign)
+            m = mm[i]
+            if lerp_small:
+                m = fma(omb1, g - m, m)
+            else:
+                m = fma(-omw, g - m, g)
+            u = uu[i] * b2
+            a = abs(g) + eps
+            if a > u or a != a:
+                u = a
+            mm[i] = m
+            uu[i] = u
+            pp[i] = p + nclr * m / u
+
+
+# ---- RAdam -------------------------------------------------------------------------------------
+@flat_kernel
+def _radam_step_cpu(param, grad, exp_avg, exp_avg_sq, blk_start, blk_end, blk_seg, active, steps, seg_scal,
+                    beta1, beta2, lr_t, omb1, omw, b2, omb2, eps, wd, decay, sign, lerp_small):
+    """RAdam (``torch.optim.radam._single_tensor_radam``) over a flat arena.
+
+    ``beta1``, ``beta2`` are float64: per parameter, from its own step ``t``, the
+    pre-pass computes ``bc1 = 1 - beta1**t``, ``bc2 = 1 - beta2**t``,
+    ``rho_inf = 2/(1-beta2) - 1``, ``rho_t = rho_inf - 2 t beta2**t / bc2`` and, when
+    ``rho_t > 5``, the rectification ``r = sqrt((rho_t-4)(rho_t-2)rho_inf /
+    ((rho_inf-4)(rho_inf-2)rho_t))``; ``seg_scal[3*s:3*s+3] = [bc1, sqrt(bc2), r]``
+    (``r = 0`` marks the un-rectified steps). The others come typed like ``param``:
+    ``lr_t = lr``, ``omb1 = 1-beta1``, ``omw = 1-omb1``, ``b2 = beta2``, ``omb2 =
+    1-beta2``, ``eps``, ``wd`` (L2 decay added to the gradient; 0 when decoupled),
+    ``decay`` (``1 - lr*weight_decay`` when decoupled, else 1), ``sign``.
+
+    Per element: ``m = lerp(m, g, 1-beta1)``, ``v = beta2*v + (1-beta2)*g*g``, then
+    ``p -= ((m/bc1)*lr) * (sqrt(bc2) / (sqrt(v) + eps)) * r`` when rectified, else
+    ``p -= (m/bc1)*lr``.
+    """
+    nseg = active.size
+    rho_inf = 2.0 / (1.0 - beta2) - 1.0
+    for s in range(nseg):
+        if active[s]:
+            steps[s] += 1.0
+            st = np.float64(steps[s])
+            bc1 = 1.0 - beta1 ** st
+            bc2 = 1.0 - beta2 ** st
+            rho_t = rho_inf - 2.0 * st * (beta2 ** st) / bc2
+            rect = 0.0
+            if rho_t > 5.0:
+                rect = ((rho_t - 4.0) * (rho_t - 2.0) * rho_inf / ((rho_inf - 4.0) * (rho_inf - 2.0) * rho_t)) ** 0.5
+            seg_scal[3 * s] = bc1
+            seg_scal[3 * s + 1] = bc2 ** 0.5
+            seg_scal[3 * s + 2] = rect
+    one = type(lr_t)(1.0)  # 1 in the parameter dtype (torch's reciprocal)
+    for b in prange(blk_start.size):
+        s = blk_seg[b]
+        if not active[s]:
+            continue
+        bc1 = seg_scal[3 * s]
+        bc2s = seg_scal[3 * s + 1]
+        rect = seg_scal[3 * s + 2]
+        lo = blk_start[b]
+        hi = blk_end[b]
+        pp = param[lo:hi]
+        gg = grad[lo:hi]
+        mm = exp_avg[lo:hi]
+        vv = exp_avg_sq[lo:hi]
+        if rect > 0:
+            for i in range(hi - lo):
+                p = pp[i]
+                g = fma(p, wd, gg[i] * sign)
+                m = mm[i]
+                if lerp_small:
+                    m = fma(omb1, g - m, m)
+                else:
+                    m = fma(-omw, g - m, g)
+                v = fma(omb2 * g, g, vv[i] * b2)
+                mm[i] = m
+                vv[i] = v
+                ada = one / (np.sqrt(v) + eps) * bc2s
+                pp[i] = p * decay - m / bc1 * lr_t * ada * rect
+        else:
+            for i in range(hi - lo):
+                p = pp[i]
+                g = fma(p, wd, gg[i] * sign)
+                m = mm[i]
+                if lerp_small:
+                    m = fma(omb1, g - m, m)
+                else:
+                    m = fma(-omw, g - m, g)
+                mm[i] = m
+                vv[i] = fma(omb2 * g, g, vv[i] * b2)
+                pp[i] = p * decay - m / bc1 * lr_t
+
+
+# ---- NAdam -------------------------------------------------------------------------------------
+@flat_kernel
+def _nadam_step_cpu(param, grad, exp_avg, exp_avg_sq, blk_start, blk_end, blk_seg, active, steps, mu_product,
+                    seg_scal, lr, beta1, beta2, momentum_decay, omb1, omw, b2, omb2, eps, wd, decay, sign,
+                    lerp_small):
+    """NAdam (``torch.optim.nadam._single_tensor_nadam``) over a flat arena.
+
+    ``lr``, ``beta1``, ``beta2``, ``momentum_decay`` are float64. Per parameter, from
+    its own step ``t``: ``mu = beta1*(1 - 0.5*0.96**(t*momentum_decay))``, ``mu_next``
+    the same at ``t+1``, ``mu_product *= mu`` (``mu_product``: float32 per parameter,
+    torch's 0-d float32 ``state['mu_product']``, rounded as torch rounds it), and
+    ``seg_scal[3*s:3*s+3] = [1 - beta2**t, -lr(1-mu)/(1-mu_product),
+    -lr*mu_next/(1 - mu_product*mu_next)]``. The others come typed like ``param``, as
+    for RAdam.
+
+    Per element: ``m = lerp(m, g, 1-beta1)``, ``v = beta2*v + (1-beta2)*g*g``,
+    ``d = sqrt(v/bc2) + eps``, ``p += (c1*g)/d``, ``p += (c2*m)/d``.
+    """
+    nseg = active.size
+    for s in range(nseg):
+        if active[s]:
+            steps[s] += 1.0
+            st = np.float64(steps[s])
+            mu = beta1 * (1.0 - 0.5 * (0.96 ** (st * momentum_decay)))
+            mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((st + 1.0) * momentum_decay)))
+            mu_product[s] = mu_product[s] * np.float32(mu)
+            mp = np.float64(mu_product[s])
+            seg_scal[3 * s] = 1.0 - beta2 ** st
+            seg_scal[3 * s + 1] = -lr * (1.0 - mu) / (1.0 - mp)
+            seg_scal[3 * s + 2] = (-lr * mu_next) / (1.0 - mp * mu_next)
+    for b in prange(blk_start.size):
+        s = blk_seg[b]
+        if not active[s]:
+            continue
+        bc2 = seg_scal[3 * s]
+        c1 = seg_scal[3 * s + 1]
+        c2 = seg_scal[3 * s + 2]
+        lo = blk_start[b]
+        hi = blk_end[b]
+        pp = param[lo:hi]
+        gg = grad[lo:hi]
+        mm = exp_avg[lo:hi]
+        vv = exp_avg_sq[lo:hi]
+        for i in range(hi - lo):
+            p = pp[i]
+            g = fma(p, wd, gg[i] * sign)
+            m = mm[i]
+            if lerp_small:
+                m = fma(omb1, g - m, m)
+            else:
+                m = fma(-omw, g - m, g)
+            v = fma(omb2 * g, g, vv[i] * b2)
+            mm[i] = m
+            vv[i] = v
+            d = np.sqrt(v / bc2) + eps
+            p = p * decay
+            p = p + c1 * g / d
+            pp[i] = p + c2 * m / d

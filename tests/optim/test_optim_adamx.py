@@ -1,0 +1,413 @@
+"""Adamax / RAdam / NAdam (``numbagrad/optim/{adamax,radam,nadam}.py``, fused kernels in
+``numbagrad/kernels/cpu/optim_adamx.py``): step-for-step equality with torch.optim over
+100 steps (float32 to 1e-6, float64 to 1e-10, ``optimkit.TOL``) for every option, a
+plain NumPy per-tensor reference written from the algorithms' formulas, state_dict
+round trips and torch's layout, convergence, no recompilation, constructor checks."""
+import copy
+
+import numpy as np
+import pytest
+
+import numbagrad as ng
+from numbagrad import nn
+from numbagrad.backend import config
+from numbagrad.kernels.cpu import optim_adamx as K
+from numbagrad.optim.adamax import Adamax
+from numbagrad.optim.nadam import NAdam
+from numbagrad.optim.radam import RAdam
+
+torch = pytest.importorskip("torch")
+
+import optimkit  # noqa: E402
+
+NG = {"adamax": Adamax, "radam": RAdam, "nadam": NAdam}
+TORCH = {"adamax": torch.optim.Adamax, "radam": torch.optim.RAdam, "nadam": torch.optim.NAdam}
+KERNEL = {"adamax": K._adamax_step_cpu, "radam": K._radam_step_cpu, "nadam": K._nadam_step_cpu}
+
+CASES = {
+    "adamax": [dict(), dict(lr=1e-2), dict(lr=1e-2, weight_decay=0.1), dict(lr=1e-2, maximize=True),
+               dict(lr=0.05, betas=(0.5, 0.9), eps=1e-3), dict(lr=0.1, betas=(0.3, 0.5)),
+               dict(lr=1e-2, weight_decay=0.05, maximize=True, betas=(0.8, 0.99))],
+    # betas (0.3, 0.5): rho_inf = 3, never rectified; (0.5, 0.9): rectified from step 3
+    "radam": [dict(), dict(lr=1e-2), dict(lr=1e-2, weight_decay=0.1),
+              dict(lr=1e-2, weight_decay=0.1, decoupled_weight_decay=True), dict(lr=1e-2, maximize=True),
+              dict(lr=0.05, betas=(0.5, 0.9), eps=1e-6), dict(lr=0.1, betas=(0.3, 0.5)),
+              dict(lr=1e-2, weight_decay=0.05, decoupled_weight_decay=True, maximize=True, betas=(0.9, 0.99))],
+    "nadam": [dict(), dict(lr=1e-2), dict(lr=1e-2, weight_decay=0.1),
+              dict(lr=1e-2, weight_decay=0.1, decoupled_weight_decay=True), dict(lr=1e-2, maximize=True),
+              dict(lr=1e-2, momentum_decay=0.04), dict(lr=0.05, betas=(0.5, 0.9), eps=1e-6),
+              dict(lr=0.1, betas=(0.3, 0.5), momentum_decay=0.0),
+              dict(lr=1e-2, weight_decay=0.05, decoupled_weight_decay=True, maximize=True, betas=(0.9, 0.99))],
+}
+PARITY = [(name, kw) for name, cases in CASES.items() for kw in cases]
+
+# Parameters missing gradients: step counts diverge per parameter (RAdam's rho_t > 5
+# switch and NAdam's mu products are per parameter); parameter 3 starts late.
+SKIPS = {0: (1, 3), 1: (3,), 2: (0, 3), 3: (3,), 4: (3,), 5: (2, 3), 6: (3,), 9: (0, 1, 2, 3, 4),
+         **{k: (1,) for k in range(20, 100, 3)}, **{k: (4,) for k in range(30, 60)}}
+
+
+# ---- torch parity -----------------------------------------------------------------------
+@pytest.mark.parametrize("name,kw", PARITY, ids=[f"{n}-{k}" for n, k in PARITY])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_matches_torch(name, kw, dtype):
+    P, T, _, _ = optimkit.run_parity(NG[name], TORCH[name], kw, dtype, torch)
+    if dtype == np.float32:
+        # The kernels round where torch rounds, so after 100 steps nearly every element
+        # is bit-identical; what differs comes from torch's float32 sqrt (MKL, ~1 ulp on
+        # ~0.6% of inputs). Misplaced roundings (e.g. c*(y/z) for addcdiv's (c*y)/z)
+        # leave 30-60% of the elements a few ulp off and still pass rtol 1e-6.
+        a = np.concatenate([p.detach().numpy().ravel() for p in P])
+        b = np.concatenate([t.detach().numpy().ravel() for t in T])
+        assert np.mean(a != b) <= 0.1
+
+
+@pytest.mark.parametrize("name", list(NG))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_missing_grads_are_skipped_like_torch(name, dtype):
+    kw = dict(lr=1e-2, weight_decay=0.05, betas=(0.9, 0.99))
+    P, T, o1, o2 = optimkit.run_parity(NG[name], TORCH[name], kw, dtype, torch, skips=SKIPS)
+    tol = optimkit.TOL[dtype]
+    for p, t in zip(P, T):
+        assert list(o1.state[p]) == list(o2.state[t])
+        for key, val in o2.state[t].items():
+            np.testing.assert_allclose(o1.state[p][key].numpy(), val.numpy(), err_msg=key, **tol)
+    n3 = sum(3 not in SKIPS.get(k, ()) for k in range(optimkit.STEPS))
+    assert o1.state[P[3]]["step"].item() == o2.state[T[3]]["step"].item() == n3
+
+
+@pytest.mark.parametrize("name", list(NG))
+def test_foreach_and_capturable_are_accepted(name):
+    kw = dict(lr=1e-2, weight_decay=0.05)
+    ref = optimkit.run_parity(NG[name], TORCH[name], kw, np.float32, torch, steps=10)[0]
+    for extra in (dict(foreach=True), dict(foreach=False), dict(capturable=True)):
+        got = optimkit.run_parity(NG[name], TORCH[name], kw, np.float32, torch, steps=10,
+                                  ng_kw={**kw, **extra})[0]
+        for p, q in zip(got, ref):
+            np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
+
+
+def test_large_parameters_use_the_parallel_kernel_and_match_torch():
+    shapes = [(300, 300), (300,), (50, 40)]
+    assert sum(int(np.prod(s)) for s in shapes) >= config.PARALLEL_THRESHOLD
+    for name, kw in [("adamax", dict(lr=1e-2, weight_decay=0.1)),
+                     ("radam", dict(lr=0.05, betas=(0.5, 0.9), decoupled_weight_decay=True, weight_decay=0.1)),
+                     ("nadam", dict(lr=1e-2, maximize=True))]:
+        P, T, grads = optimkit.setup(np.float32, shapes=shapes, steps=5, torch=torch)
+        o1, o2 = NG[name](P, **kw), TORCH[name](T, **kw)
+        for k in range(5):
+            optimkit.set_grads(P, T, grads[k], skip=(1,) if k == 2 else (), torch=torch)
+            o1.step()
+            o2.step()
+        optimkit.assert_close(P, T, np.float32)
+
+
+def test_radam_rectification_switch_is_per_parameter():
+    """A parameter's first steps are un-rectified (SGD with momentum on the bias-corrected
+    average) even when its neighbours are past the switch: its first update is -lr*g."""
+    P, _, grads = optimkit.setup(np.float64, shapes=[(4,), (3,)], steps=12)
+    o = RAdam(P, lr=0.1)
+    for k in range(11):
+        P[0].grad = ng.tensor(grads[k][0])
+        o.step()
+    before = P[1].detach().numpy().copy()
+    P[0].grad, P[1].grad = ng.tensor(grads[11][0]), ng.tensor(grads[11][1])
+    o.step()
+    np.testing.assert_allclose(P[1].detach().numpy(), before - 0.1 * grads[11][1], rtol=1e-15, atol=1e-15)
+    assert o.state[P[0]]["step"].item() == 12 and o.state[P[1]]["step"].item() == 1
+
+
+# ---- plain NumPy references, from the published update rules ----------------------------
+def _numpy_adamax(params, grads_seq, lr, b1, b2, eps, wd):
+    """Kingma & Ba (2014), sec. 7.1, with torch's eps inside the max and L2 decay."""
+    m = [np.zeros_like(p) for p in params]
+    u = [np.zeros_like(p) for p in params]
+    t = [0] * len(params)
+    for grads in grads_seq:
+        for i, (p, g) in enumerate(zip(params, grads)):
+            if g is None:
+                continue
+            t[i] += 1
+            g = g + wd * p
+            m[i] = b1 * m[i] + (1 - b1) * g
+            u[i] = np.maximum(b2 * u[i], np.abs(g) + eps)
+            p -= lr / (1 - b1 ** t[i]) * m[i] / u[i]
+    return params
+
+
+def _numpy_radam(params, grads_seq, lr, b1, b2, eps, wd, decoupled):
+    """Liu et al. (2019), Algorithm 2, as documented for torch.optim.RAdam."""
+    m = [np.zeros_like(p) for p in params]
+    v = [np.zeros_like(p) for p in params]
+    t = [0] * len(params)
+    rho_inf = 2 / (1 - b2) - 1
+    for grads in grads_seq:
+        for i, (p, g) in enumerate(zip(params, grads)):
+            if g is None:
+                continue
+            t[i] += 1
+            if decoupled:
+                p *= 1 - lr * wd
+            else:
+                g = g + wd * p
+            m[i] = b1 * m[i] + (1 - b1) * g
+            v[i] = b2 * v[i] + (1 - b2) * g * g
+            m_hat = m[i] / (1 - b1 ** t[i])
+            rho_t = rho_inf - 2 * t[i] * b2 ** t[i] / (1 - b2 ** t[i])
+            if rho_t > 5:
+                l_t = np.sqrt(1 - b2 ** t[i]) / (np.sqrt(v[i]) + eps)
+                r_t = np.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
+                p -= lr * m_hat * l_t * r_t
+            else:
+                p -= lr * m_hat
+    return params
+
+
+def _numpy_nadam(params, grads_seq, lr, b1, b2, eps, wd, psi, decoupled):
+    """Dozat (2016) with torch's momentum schedule mu_t = b1 (1 - 0.96^(t psi) / 2), as
+    documented for torch.optim.NAdam. The running product of the mu_t is stored in
+    float32, as torch's ``state['mu_product']`` (a float32 scalar tensor) is."""
+    m = [np.zeros_like(p) for p in params]
+    v = [np.zeros_like(p) for p in params]
+    prod = [np.float32(1.0)] * len(params)
+    t = [0] * len(params)
+
+    def mu(k):
+        return b1 * (1 - 0.5 * 0.96 ** (k * psi))
+
+    for grads in grads_seq:
+        for i, (p, g) in enumerate(zip(params, grads)):
+            if g is None:
+                continue
+            t[i] += 1
+            if decoupled:
+                p *= 1 - lr * wd
+            else:
+                g = g + wd * p
+            mu_t, mu_n = mu(t[i]), mu(t[i] + 1)
+            prod[i] = np.float32(prod[i] * np.float32(mu_t))
+            m[i] = b1 * m[i] + (1 - b1) * g
+            v[i] = b2 * v[i] + (1 - b2) * g * g
+            m_hat = mu_n * m[i] / (1 - float(prod[i]) * mu_n) + (1 - mu_t) * g / (1 - float(prod[i]))
+            v_hat = v[i] / (1 - b2 ** t[i])
+            p -= lr * m_hat / (np.sqrt(v_hat) + eps)
+    return params
+
+
+def _reference_run(name, kw, steps=30):
+    P, _, grads = optimkit.setup(np.float64, steps=steps)
+    seq = [[None if i in SKIPS.get(k, ()) else g for i, g in enumerate(gk)] for k, gk in enumerate(grads)]
+    start = [p.detach().numpy().copy() for p in P]
+    b1, b2 = kw.get("betas", (0.9, 0.999))
+    lr, eps, wd = kw["lr"], kw.get("eps", 1e-8), kw.get("weight_decay", 0.0)
+    if name == "adamax":
+        ref = _numpy_adamax(start, seq, lr, b1, b2, eps, wd)
+    elif name == "radam":
+        ref = _numpy_radam(start, seq, lr, b1, b2, eps, wd, kw.get("decoupled_weight_decay", False))
+    else:
+        ref = _numpy_nadam(start, seq, lr, b1, b2, eps, wd, kw.get("momentum_decay", 4e-3),
+                           kw.get("decoupled_weight_decay", False))
+    o = NG[name](P, **kw)
+    for gk in seq:
+        for p, g in zip(P, gk):
+            p.grad = None if g is None else ng.tensor(g)
+        o.step()
+    return P, ref
+
+
+REF_CASES = [("adamax", dict(lr=1e-2, weight_decay=0.05)), ("adamax", dict(lr=0.05, betas=(0.3, 0.5))),
+             ("radam", dict(lr=1e-2, weight_decay=0.05)),
+             ("radam", dict(lr=1e-2, betas=(0.6, 0.9), weight_decay=0.05, decoupled_weight_decay=True)),
+             ("radam", dict(lr=0.05, betas=(0.3, 0.5))),
+             ("nadam", dict(lr=1e-2, weight_decay=0.05)),
+             ("nadam", dict(lr=1e-2, betas=(0.3, 0.9), weight_decay=0.05, decoupled_weight_decay=True,
+                            momentum_decay=0.05))]
+
+
+@pytest.mark.parametrize("name,kw", REF_CASES, ids=[f"{n}-{k}" for n, k in REF_CASES])
+def test_fused_equals_numpy_per_tensor_reference(name, kw):
+    P, ref = _reference_run(name, kw)
+    for p, r in zip(P, ref):
+        np.testing.assert_allclose(p.detach().numpy(), r, rtol=1e-12, atol=1e-14)
+
+
+# ---- state dict -------------------------------------------------------------------------
+def _train(o, P, grads, ks, skip=()):
+    for k in ks:
+        for i, (p, g) in enumerate(zip(P, grads[k])):
+            p.grad = None if i in skip else ng.tensor(g)
+        o.step()
+
+
+MAKE = {"adamax": lambda P: Adamax(P, lr=1e-2, weight_decay=0.01),
+        "radam": lambda P: RAdam(P, lr=1e-2, weight_decay=0.01, decoupled_weight_decay=True),
+        "nadam": lambda P: NAdam(P, lr=1e-2, weight_decay=0.01)}
+
+
+@pytest.mark.parametrize("name", list(NG))
+def test_state_dict_round_trip_continues_identically(name):
+    P, _, grads = optimkit.setup(np.float64, steps=20)
+    Q = [nn.Parameter(ng.tensor(p.detach().numpy().copy())) for p in P]
+    a = MAKE[name](P)
+    _train(a, P, grads, range(3), skip=(2,))
+    _train(a, P, grads, range(3, 10))
+    sd = copy.deepcopy(a.state_dict())
+    b = MAKE[name](Q)
+    for p, q in zip(P, Q):
+        q.data[...] = p.data
+    b.load_state_dict(sd)
+    _train(a, P, grads, range(10, 20))
+    _train(b, Q, grads, range(10, 20))
+    for p, q in zip(P, Q):
+        np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
+    for p, q in zip(P, Q):
+        for key in a.state[p]:
+            np.testing.assert_array_equal(a.state[p][key].numpy(), b.state[q][key].numpy())
+
+
+@pytest.mark.parametrize("name", list(NG))
+def test_state_dict_layout_matches_torch(name):
+    P, T, grads = optimkit.setup(np.float32, steps=3, torch=torch)
+    o1, o2 = MAKE[name](P), TORCH[name](T, lr=1e-2, weight_decay=0.01,
+                                           **({"decoupled_weight_decay": True} if name == "radam" else {}))
+    for k in range(3):
+        optimkit.set_grads(P, T, grads[k], skip=(2,) if k == 0 else (), torch=torch)
+        o1.step()
+        o2.step()
+    s1, s2 = o1.state_dict(), o2.state_dict()
+    assert list(s1["state"]) == list(s2["state"])
+    for i in s2["state"]:
+        assert list(s1["state"][i]) == list(s2["state"][i])
+        for key, val in s2["state"][i].items():
+            mine = s1["state"][i][key]
+            assert mine.shape == tuple(val.shape), key
+            if val.ndim == 0:
+                assert mine.dtype == np.float32, key  # step and mu_product are float32 scalars
+            np.testing.assert_allclose(mine.numpy(), val.numpy(), rtol=1e-6, atol=1e-7)
+    assert s1["state"][2]["step"].item() == 2.0 and s1["state"][0]["step"].item() == 3.0
+    g1, g2 = s1["param_groups"][0], s2["param_groups"][0]
+    assert sorted(g1) == sorted(g2)
+    for k in g2:
+        assert g1[k] == (list(g2[k]) if k == "params" else g2[k]), k
+
+
+@pytest.mark.parametrize("name", list(NG))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_load_torch_optimizer_state_then_continue_like_torch(name, dtype):
+    P, T, grads = optimkit.setup(dtype, steps=16, torch=torch)
+    kw = dict(lr=1e-2, betas=(0.8, 0.95))
+    o2 = TORCH[name](T, **kw)
+    for k in range(6):
+        optimkit.set_grads(P, T, grads[k], skip=(1,) if k < 3 else (), torch=torch)
+        o2.step()
+    for p, t in zip(P, T):
+        p.data[...] = t.detach().numpy()
+    o1 = NG[name](P, **kw)
+    o1.load_state_dict(o2.state_dict())
+    for k in range(6, 16):
+        optimkit.set_grads(P, T, grads[k], torch=torch)
+        o1.step()
+        o2.step()
+    optimkit.assert_close(P, T, dtype)
+    if name == "nadam":
+        for p, t in zip(P, T):
+            assert o1.state[p]["mu_product"].item() == o2.state[t]["mu_product"].item()
+            assert list(o1.state[p]) == list(o2.state[t])
+
+
+def test_nadam_mu_product_survives_an_arena_rebuild():
+    """Rebinding ``p.data`` rebuilds the arena; the per-parameter mu products, kept
+    outside it, carry over (and stay shared with ``state[p]``)."""
+    P, _, grads = optimkit.setup(np.float64, steps=10)
+    Q = [nn.Parameter(ng.tensor(p.detach().numpy().copy())) for p in P]
+    a, b = NAdam(P, lr=1e-2), NAdam(Q, lr=1e-2)
+    _train(a, P, grads, range(4), skip=(1,))
+    _train(b, Q, grads, range(4), skip=(1,))
+    for q in Q:
+        q.data = q.data.copy()
+    _train(a, P, grads, range(4, 10))
+    _train(b, Q, grads, range(4, 10))
+    for p, q in zip(P, Q):
+        np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
+        assert a.state[p]["mu_product"].item() == b.state[q]["mu_product"].item()
+    assert b.state[Q[0]]["mu_product"].item() != b.state[Q[1]]["mu_product"].item()
+    assert list(b.state[Q[0]]) == ["step", "mu_product", "exp_avg", "exp_avg_sq"]
+
+
+# ---- convergence ------------------------------------------------------------------------
+CONVERGE = [("adamax", "quadratic", lambda p: Adamax(p, lr=0.05), 400, 1e-4),
+            ("radam", "quadratic", lambda p: RAdam(p, lr=0.05), 400, 1e-4),
+            ("radamw", "quadratic", lambda p: RAdam(p, lr=0.05, weight_decay=1e-4, decoupled_weight_decay=True),
+             400, 1e-3),
+            ("nadam", "quadratic", lambda p: NAdam(p, lr=0.05), 400, 1e-4),
+            ("adamax", "rosenbrock", lambda p: Adamax(p, lr=5e-3, betas=(0.9, 0.99)), 2000, 5e-3),
+            ("radam", "rosenbrock", lambda p: RAdam(p, lr=1e-2, betas=(0.9, 0.99)), 2000, 5e-3),
+            ("nadam", "rosenbrock", lambda p: NAdam(p, lr=5e-3, betas=(0.9, 0.99)), 4000, 1e-2)]
+
+
+@pytest.mark.parametrize("name,problem,make,steps,atol", CONVERGE, ids=[f"{c[0]}-{c[1]}" for c in CONVERGE])
+def test_converges(name, problem, make, steps, atol):
+    x, x_true = optimkit.converge(make, problem, steps, closure_style=(problem == "rosenbrock"))
+    np.testing.assert_allclose(x, x_true, atol=atol)
+
+
+# ---- the fused kernels ------------------------------------------------------------------
+@pytest.mark.parametrize("name", list(NG))
+def test_second_step_compiles_nothing_new(name):
+    P, _, grads = optimkit.setup(np.float32, steps=3)
+    o = NG[name](P, lr=1e-3)
+    _train(o, P, grads, [0])
+    before = optimkit.signature_counts(KERNEL[name])
+    _train(o, P, grads, [1, 2], skip=(1,))
+    o.param_groups[0]["lr"] = 1  # an int lr must not compile a new signature either
+    o.param_groups[0]["weight_decay"] = 1
+    _train(o, P, grads, [0])
+    assert optimkit.signature_counts(KERNEL[name]) == before
+
+
+@pytest.mark.parametrize("name", list(NG))
+def test_parameters_live_in_one_flat_arena(name):
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    o = NG[name](model.parameters(), lr=1e-2)
+    model(ng.randn(5, 4)).sum().backward()
+    o.step()
+    assert len({id(p.data.base) for p in model.parameters()}) == 1
+    st = o.state[model[0].weight]
+    keys = {"adamax": ["step", "exp_avg", "exp_inf"], "radam": ["step", "exp_avg", "exp_avg_sq"],
+            "nadam": ["step", "mu_product", "exp_avg", "exp_avg_sq"]}[name]
+    assert list(st) == keys
+    assert st[keys[-1]].shape == (8, 4) and st["step"].item() == 1.0
+
+
+# ---- constructor ------------------------------------------------------------------------
+@pytest.mark.parametrize("name", list(NG))
+def test_constructor_validation(name):
+    cls = NG[name]
+    p = nn.Parameter(ng.ones(2))
+    with pytest.raises(ValueError, match="Invalid learning rate: -1"):
+        cls([p], lr=-1)
+    with pytest.raises(ValueError, match="Invalid epsilon value: -0.1"):
+        cls([p], eps=-0.1)
+    with pytest.raises(ValueError, match="Invalid beta parameter at index 0: 1.0"):
+        cls([p], betas=(1.0, 0.9))
+    with pytest.raises(ValueError, match="Invalid beta parameter at index 1: -0.5"):
+        cls([p], betas=(0.9, -0.5))
+    with pytest.raises(ValueError, match="Invalid weight_decay value: -1"):
+        cls([p], weight_decay=-1)
+    with pytest.raises(NotImplementedError, match="differentiable"):
+        cls([p], differentiable=True)
+    with pytest.raises(ValueError, match="empty parameter list"):
+        cls([])
+    o = cls([p], foreach=True, capturable=True)
+    tp = torch.nn.Parameter(torch.ones(2))
+    assert o.defaults == TORCH[name]([tp], foreach=True, capturable=True).defaults
+    assert cls([p]).defaults == TORCH[name]([tp]).defaults
+    assert repr(cls([p])).startswith(f"{cls.__name__} (\nParameter Group 0\n")
+
+
+def test_nadam_momentum_decay_validation():
+    p = nn.Parameter(ng.ones(2))
+    with pytest.raises(ValueError, match="Invalid momentum_decay value: -0.001"):
+        NAdam([p], momentum_decay=-1e-3)
+    assert NAdam([p]).defaults["momentum_decay"] == 4e-3 and NAdam([p]).defaults["lr"] == 2e-3
+    assert Adamax([p]).defaults["lr"] == 2e-3 and RAdam([p]).defaults["lr"] == 1e-3
