@@ -6,6 +6,7 @@ A Tensor never branches on its device: arithmetic goes through the op functions 
 import numpy as np
 
 from . import _dtype
+from .backend.dispatch import _BY_ARRAY_TYPE
 from .device import device as _device
 
 _ARRAY_TYPES = (np.ndarray,)
@@ -60,7 +61,10 @@ class Tensor:
     def __init__(self, data, dtype=None, requires_grad=False):
         if isinstance(data, Tensor):
             data = data.data
-        arr = _as_array(data, _dtype.as_dtype(dtype))
+        if type(data) is np.ndarray or type(data) not in _BY_ARRAY_TYPE:
+            arr = _as_array(data, _dtype.as_dtype(dtype))
+        else:  # a device array (``Parameter(cuda_tensor)``): shared as it is, on its device
+            arr = data if dtype is None else _BY_ARRAY_TYPE[type(data)].asarray(data, _dtype.as_dtype(dtype))
         self.data = arr
         self.requires_grad = False
         self.grad = None

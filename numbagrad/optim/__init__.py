@@ -8,4 +8,9 @@ from .adam import Adam, AdamW  # noqa: F401
 from .adamax import Adamax  # noqa: F401
 from .radam import RAdam  # noqa: F401
 from .nadam import NAdam  # noqa: F401
+from .rmsprop import RMSprop  # noqa: F401
+from .adagrad import Adagrad  # noqa: F401
+from .adadelta import Adadelta  # noqa: F401
+from .lamb import Lamb  # noqa: F401
+from .lion import Lion  # noqa: F401
 from . import lr_scheduler, schedules, swa_utils  # noqa: F401,E402

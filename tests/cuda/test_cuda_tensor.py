@@ -445,3 +445,14 @@ def test_inplace_activation_and_dropout_on_device():
     ng.manual_seed(0)
     d = ng.nn.functional.dropout(ng.ones(8, device="cuda"), 0.5, inplace=True)
     assert d.device == CUDA and set(host(d).tolist()) <= {0.0, 2.0}
+
+
+def test_parameter_of_a_cuda_tensor_shares_its_device_array():
+    t = ng.tensor(np.arange(6, dtype=np.float32).reshape(2, 3), device="cuda")
+    p = ng.nn.Parameter(t)
+    assert isinstance(p.data, CudaArray) and p.data is t.data and p.requires_grad
+    assert str(p.device).startswith("cuda")
+    np.testing.assert_array_equal(host(p), np.arange(6, dtype=np.float32).reshape(2, 3))
+    q = ng.Tensor(t, dtype=ng.float64)
+    assert isinstance(q.data, CudaArray) and q.dtype == np.float64
+    np.testing.assert_array_equal(host(q), np.arange(6).reshape(2, 3))

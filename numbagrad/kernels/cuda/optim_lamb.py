@@ -1,0 +1,257 @@
+"""CUDA twins of ``kernels/cpu/optim_lamb.py``: fused LAMB and Lion over a flat arena.
+
+Same arguments, name for name, as the CPU kernels (see there and
+``numbagrad/optim/optimizer.py`` for the arena: blocks ``blk_start[b]:blk_end[b]`` inside
+parameter ``blk_seg[b]``, sorted and disjoint, each parameter's blocks consecutive;
+``active[s]`` marks the parameters with a gradient; inactive ones are untouched, their
+step counts included). Nothing is returned.
+
+Design
+------
+* LAMB, four launches on the default stream (so each sees the previous one's writes):
+
+  1. a per-segment kernel (one thread per parameter) bumps ``steps`` and writes the bias
+     corrections ``[1/bc1, sqrt(bc2)]`` into ``seg_scal``;
+  2. a block kernel, one thread block per arena block (grid-stride over blocks):
+     its threads update the moments of the block's elements and write the update ``r``
+     into the scratch arena ``update``, accumulating ``p*p`` and ``r*r`` in float64; a
+     shared-memory tree combines the block's threads into ``blk_part[2b]``,
+     ``blk_part[2b+1]``. Without adaptation (``adapt`` false) it applies ``p -= lr * r``
+     itself and the launches 3 and 4 are skipped;
+  3. a per-segment kernel (one thread per parameter) sums its blocks' partials in block
+     order (its first block found by binary search over ``blk_seg``) and writes
+     ``-lr * trust`` into ``seg_scal[2s]``;
+  4. an element kernel (grid-stride over the arena, ``_find_block``) applies
+     ``p += seg_scal[2s] * r``.
+
+  The reductions have a fixed order for a given launch configuration, so results are
+  deterministic (they differ from the CPU's by the summation order, ~1e-16 relative,
+  in the norms).
+* Lion: a per-segment kernel bumps ``steps``; an element kernel does the update.
+* float16 arenas read and compute in float32 and narrow at the stores (the update ``r``
+  is re-read after its store, so the norm is the norm of what pass 4 applies).
+"""
+import math
+
+from numba import cuda, float32, float64
+from numba import types as nbtypes
+
+from ._launch import MAX_BLOCKS, SIM, cuda_kernel, dev, device_fn, launch, widen
+from .optim import _ct, _ctype, _find_block
+
+__all__ = ["_lamb_step_cuda", "_lion_step_cuda"]
+
+_I64 = nbtypes.int64
+_U8 = nbtypes.uint8
+_F32 = nbtypes.float32
+_F64 = nbtypes.float64
+_BOOL = nbtypes.boolean
+
+BLOCK_TPB = 8 if SIM else 256
+"""Threads per block of the LAMB block kernel (a power of two: the shared-memory tree)."""
+
+
+# ---- LAMB ------------------------------------------------------------------------------------
+@cuda_kernel(lambda T: (_U8[::1], _F32[::1], T[::1], _F64, _F64, _BOOL))
+def _lamb_segments_kernel(active, steps, seg_scal, beta1, beta2, bias_correction):
+    s = cuda.grid(1)
+    while s < active.size:
+        if active[s]:
+            steps[s] += float32(1.0)
+            if bias_correction:
+                st = float64(steps[s])
+                seg_scal[2 * s] = 1.0 / (1.0 - beta1 ** st)
+                seg_scal[2 * s + 1] = (1.0 - beta2 ** st) ** 0.5
+            else:
+                seg_scal[2 * s] = 1.0
+                seg_scal[2 * s + 1] = 1.0
+        s += cuda.gridsize(1)
+
+
+@device_fn
+def _tree_sum2(sh_a, sh_b, tid, a, b):
+    """Block-wide sums of ``a`` and ``b`` (every thread calls it; the result is valid in
+    thread 0)."""
+    sh_a[tid] = a
+    sh_b[tid] = b
+    cuda.syncthreads()
+    w = BLOCK_TPB // 2
+    while w > 0:
+        if tid < w:
+            sh_a[tid] += sh_a[tid + w]
+            sh_b[tid] += sh_b[tid + w]
+        cuda.syncthreads()
+        w //= 2
+    ra = sh_a[0]
+    rb = sh_b[0]
+    cuda.syncthreads()
+    return ra, rb
+
+
+@cuda_kernel(lambda T: (T[::1],) * 5 + (_I64[::1],) * 3 + (_U8[::1], T[::1], _F64[::1]) + (_ct(T),) * 8
+             + (_BOOL, _BOOL))
+def _lamb_blocks_kernel(param, grad, exp_avg, exp_avg_sq, update, blk_start, blk_end, blk_seg, active, seg_scal,
+                        blk_part, omb1, omw, b2, omb2, eps, wd, sign, neg_lr, adapt, lerp_small):
+    sh_p = cuda.shared.array(BLOCK_TPB, float64)
+    sh_r = cuda.shared.array(BLOCK_TPB, float64)
+    ct = type(omb1)
+    tid = cuda.threadIdx.x
+    b = cuda.blockIdx.x
+    while b < blk_start.size:
+        s = blk_seg[b]
+        if active[s]:  # uniform over the thread block: the syncthreads below are safe
+            rbc1 = ct(seg_scal[2 * s])
+            bc2s = ct(seg_scal[2 * s + 1])
+            sp = 0.0
+            sr = 0.0
+            e = blk_start[b] + tid
+            hi = blk_end[b]
+            while e < hi:
+                p = ct(param[e])
+                g = ct(grad[e]) * sign
+                m = ct(exp_avg[e])
+                # torch.lerp(m, g, omb1), with the branch torch picks for the weight
+                if lerp_small:
+                    m = m + omb1 * (g - m)
+                else:
+                    m = g - (g - m) * omw
+                v = ct(exp_avg_sq[e]) * b2 + omb2 * g * g
+                exp_avg[e] = m
+                exp_avg_sq[e] = v
+                r = m * rbc1 / (math.sqrt(v) / bc2s + eps)
+                if wd != ct(0):
+                    r = r + wd * p
+                if adapt:
+                    update[e] = r
+                    r = ct(update[e])  # what pass 4 will apply (half: narrowed)
+                    pd = float64(p)
+                    rd = float64(r)
+                    sp += pd * pd
+                    sr += rd * rd
+                else:
+                    param[e] = p + neg_lr * r
+                e += BLOCK_TPB
+            if adapt:
+                sp, sr = _tree_sum2(sh_p, sh_r, tid, sp, sr)
+                if tid == 0:
+                    blk_part[2 * b] = sp
+                    blk_part[2 * b + 1] = sr
+        b += cuda.gridDim.x
+
+
+@cuda_kernel(lambda T: (_I64[::1], _U8[::1], T[::1], _F64[::1], _F64, _F64))
+def _lamb_trust_kernel(blk_seg, active, seg_scal, blk_part, lr, clamp):
+    s = cuda.grid(1)
+    nblk = blk_seg.size
+    while s < active.size:
+        if active[s]:
+            lo = 0
+            hi = nblk
+            while lo < hi:  # the first block of segment s (blk_seg is non-decreasing)
+                mid = (lo + hi) >> 1
+                if blk_seg[mid] < s:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            sp = 0.0
+            sr = 0.0
+            b = lo
+            while b < nblk and blk_seg[b] == s:
+                sp += blk_part[2 * b]
+                sr += blk_part[2 * b + 1]
+                b += 1
+            wn = math.sqrt(sp)
+            rn = math.sqrt(sr)
+            if wn > clamp:
+                wn = clamp
+            trust = 1.0
+            if wn != 0.0 and rn != 0.0:
+                trust = wn / rn
+            seg_scal[2 * s] = -(lr * trust)
+        s += cuda.gridsize(1)
+
+
+@cuda_kernel(lambda T: (T[::1], T[::1], _I64[::1], _I64[::1], _I64[::1], _U8[::1], T[::1]))
+def _lamb_apply_kernel(param, update, blk_start, blk_end, blk_seg, active, seg_scal):
+    n = param.size
+    e = cuda.grid(1)
+    while e < n:
+        b = _find_block(blk_start, blk_end, e)
+        if b >= 0:
+            s = blk_seg[b]
+            if active[s]:
+                u = widen(update[e])
+                ct = type(u)
+                param[e] = widen(param[e]) + ct(seg_scal[2 * s]) * u
+        e += cuda.gridsize(1)
+
+
+def _lamb_step_cuda(param, grad, exp_avg, exp_avg_sq, update,
+                    blk_start, blk_end, blk_seg, active, steps, seg_scal, blk_part,
+                    lr, beta1, beta2, omb1, omw, b2, omb2, eps, wd, sign, clamp,
+                    bias_correction, adapt, lerp_small):
+    """LAMB over a flat arena (You et al. 2019); see the CPU twin ``_lamb_step_cpu`` for
+    the meaning of every argument and the module docstring for the four launches."""
+    if active.size == 0:
+        return
+    t = _ctype(param.dtype)
+    adapt = bool(adapt)
+    launch(_lamb_segments_kernel, active.size, active, steps, seg_scal, float(beta1), float(beta2),
+           bool(bias_correction))
+    nblk = blk_start.size
+    if nblk == 0:
+        return
+    _lamb_blocks_kernel[max(1, min(MAX_BLOCKS, nblk)), BLOCK_TPB](*[dev(a) for a in (
+        param, grad, exp_avg, exp_avg_sq, update, blk_start, blk_end, blk_seg, active, seg_scal, blk_part)],
+        t(omb1), t(omw), t(b2), t(omb2), t(eps), t(wd), t(sign), t(-lr), adapt, bool(lerp_small))
+    if adapt:
+        launch(_lamb_trust_kernel, active.size, blk_seg, active, seg_scal, blk_part, float(lr), float(clamp))
+        launch(_lamb_apply_kernel, param.size, param, update, blk_start, blk_end, blk_seg, active, seg_scal)
+
+
+# ---- Lion --------------------------------------------------------------------------------------
+@cuda_kernel([(_U8[::1], _F32[::1])])
+def _lion_steps_kernel(active, steps):
+    s = cuda.grid(1)
+    while s < active.size:
+        if active[s]:
+            steps[s] += float32(1.0)
+        s += cuda.gridsize(1)
+
+
+@cuda_kernel(lambda T: (T[::1], T[::1], T[::1], _I64[::1], _I64[::1], _I64[::1], _U8[::1]) + (_ct(T),) * 7)
+def _lion_elements_kernel(param, grad, exp_avg, blk_start, blk_end, blk_seg, active,
+                          neg_lr, b1, omb1, b2, omb2, decay, sign):
+    ct = type(neg_lr)
+    n = param.size
+    e = cuda.grid(1)
+    while e < n:
+        b = _find_block(blk_start, blk_end, e)
+        if b >= 0:
+            s = blk_seg[b]
+            if active[s]:
+                g = ct(grad[e]) * sign
+                m = ct(exp_avg[e])
+                c = m * b1 + g * omb1
+                if c > ct(0):
+                    u = ct(1)
+                elif c < ct(0):
+                    u = ct(-1)
+                elif c == ct(0):
+                    u = ct(0)
+                else:
+                    u = c  # NaN
+                param[e] = ct(param[e]) * decay + neg_lr * u
+                exp_avg[e] = m * b2 + g * omb2
+        e += cuda.gridsize(1)
+
+
+def _lion_step_cuda(param, grad, exp_avg, blk_start, blk_end, blk_seg, active, steps,
+                    neg_lr, b1, omb1, b2, omb2, decay, sign):
+    """Lion over a flat arena (Chen et al. 2023); see the CPU twin ``_lion_step_cpu``."""
+    if active.size == 0:
+        return
+    t = _ctype(param.dtype)
+    launch(_lion_steps_kernel, active.size, active, steps)
+    launch(_lion_elements_kernel, param.size, param, grad, exp_avg, blk_start, blk_end, blk_seg, active,
+           t(neg_lr), t(b1), t(omb1), t(b2), t(omb2), t(decay), t(sign))

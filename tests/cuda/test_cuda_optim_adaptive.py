@@ -1,0 +1,253 @@
+"""CUDA fused RMSprop, Adagrad and Adadelta over a flat arena
+(``numbagrad/kernels/cuda/optim_adaptive.py``) against the CPU kernels, step for step.
+
+The tiny arena of ``test_cuda_optim.py`` (three parameters of 3, 5 and 4 elements cut
+into blocks of at most 3, plus one trailing element outside every block), non-zero
+starting state, per-parameter step counts that start apart, and three steps with
+changing ``active`` patterns. RMSprop plain / centered (both ``torch.lerp`` branches) /
+momentum, weight decay and maximize; Adagrad with lr decay (per-parameter rates), weight
+decay, maximize; Adadelta with weight decay and maximize. float16 arenas are checked
+against a float32 CPU arena at a loose tolerance. Plus: the launchers take the CPU
+kernels' arguments, and every kernel compiles to PTX (real toolchain only).
+"""
+import os
+
+import numpy as np
+import pytest
+
+cuda = pytest.importorskip("numba.cuda")
+
+from numbagrad.kernels.cpu import optim_adaptive as C  # noqa: E402
+from numbagrad.kernels.cuda import optim_adaptive as G  # noqa: E402
+from optest import check_kernels_compile_to_ptx, check_launchers_mirror_cpu  # noqa: E402
+from test_cuda_optim import ACTIVE, SIZES, TOL, TOL16, TOTAL, _blocks, _grads  # noqa: E402
+
+SIM = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
+NSEG = len(SIZES)
+START_STEPS = [0, 2, 5]
+
+
+def _state(dtype, names):
+    """Starting arrays: param (standard normal), then one positive state buffer per name
+    (``grad_avg`` small enough that ``square_avg - grad_avg**2`` stays positive)."""
+    r = np.random.default_rng(7)
+    arrs = {"param": np.random.default_rng(0).standard_normal(TOTAL).astype(dtype)}
+    for name in names:
+        arrs[name] = ((r.random(TOTAL) * 0.5 + 0.05) * (0.2 if name == "grad_avg" else 1.0)).astype(dtype)
+    arrs["steps"] = np.array(START_STEPS, np.float32)
+    arrs["seg_scal"] = np.zeros(2 * NSEG, dtype)
+    return arrs
+
+
+def _run(kernel, on_device, arrs, tables, grads, call):
+    """Three steps of ``call(kernel, arrs, tables, g, active)``; the host copies of every
+    array after each step."""
+    if on_device:
+        arrs = {k: cuda.to_device(a) for k, a in arrs.items()}
+        tables = [cuda.to_device(a) for a in tables]
+    out = []
+    for k, act in enumerate(ACTIVE):
+        g = grads[k]
+        active = np.array(act, np.uint8)
+        if on_device:
+            g, active = cuda.to_device(g), cuda.to_device(active)
+        call(kernel, arrs, tables, g, active)
+        out.append({n: (a.copy_to_host() if on_device else a.copy()) for n, a in arrs.items()})
+    return out
+
+
+def _compare(got, ref, dtype):
+    for k in range(len(ACTIVE)):
+        for name in ref[k]:
+            assert got[k][name].dtype == ref[k][name].dtype
+            np.testing.assert_allclose(got[k][name], ref[k][name], err_msg=f"step {k}: {name}", **TOL[dtype])
+    np.testing.assert_array_equal(got[-1]["steps"], [2, 4, 8])     # counted per active parameter
+    start = np.random.default_rng(0).standard_normal(TOTAL).astype(dtype)
+    assert got[-1]["param"][-1] == start[-1]                        # outside every block: untouched
+
+
+def _check(dtype, names, call):
+    grads = _grads(dtype)
+    ref = _run(getattr(C, call.cpu), False, _state(dtype, names), _blocks(), grads, call)
+    got = _run(getattr(G, call.gpu), True, _state(dtype, names), _blocks(), grads, call)
+    _compare(got, ref, dtype)
+    return got
+
+
+def _check_half(names, call16, call32):
+    grads = _grads(np.float16)
+    ref = _run(getattr(C, call32.cpu), False, _state(np.float32, names), _blocks(), grads.astype(np.float32),
+               call32)
+    got = _run(getattr(G, call16.gpu), True, _state(np.float16, names), _blocks(), grads, call16)
+    for name in ref[-1]:
+        np.testing.assert_allclose(got[-1][name].astype(np.float32), ref[-1][name], err_msg=name, **TOL16)
+    assert got[-1]["param"].dtype == np.float16
+
+
+def _as_f32(scal):
+    """The CPU reference of a half arena sees the same (half-rounded) scalars, in float32."""
+    return tuple(np.float32(s) if isinstance(s, np.float16) else s for s in scal)
+
+
+# ---- RMSprop ------------------------------------------------------------------------------------
+def _rmsprop_call(dtype, lr, alpha, eps, wd, momentum, centered, maximize):
+    t = np.dtype(dtype).type
+    oma = t(1.0 - alpha)
+    scal = (t(-lr), t(alpha), oma, t(1) - oma, t(eps), t(wd), t(-1.0 if maximize else 1.0), t(momentum),
+            centered, momentum > 0, abs(1.0 - alpha) < 0.5)
+    return _rmsprop_caller(scal)
+
+
+def _rmsprop_caller(scal):
+    def call(kernel, a, tables, g, active):
+        kernel(a["param"], g, a["square_avg"], a["grad_avg"], a["momentum_buffer"], *tables, active, a["steps"],
+               *scal)
+    call.cpu, call.gpu, call.scal = "_rmsprop_step_cpu", "_rmsprop_step_cuda", scal
+    return call
+
+
+RMS_NAMES = ("square_avg", "grad_avg", "momentum_buffer")
+RMS_CASES = {
+    "plain": dict(alpha=0.99, wd=0.0, momentum=0.0, centered=False, maximize=False),
+    "wd_maximize": dict(alpha=0.9, wd=0.1, momentum=0.0, centered=False, maximize=True),
+    "centered": dict(alpha=0.99, wd=0.0, momentum=0.0, centered=True, maximize=False),
+    "centered_lerp_large_weight": dict(alpha=0.3, wd=0.05, momentum=0.0, centered=True, maximize=False),
+    "momentum": dict(alpha=0.99, wd=0.0, momentum=0.9, centered=False, maximize=False),
+    "centered_momentum_wd_maximize": dict(alpha=0.95, wd=0.01, momentum=0.5, centered=True, maximize=True),
+}
+
+
+@pytest.mark.parametrize("case", list(RMS_CASES))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rmsprop_matches_cpu(dtype, case):
+    kw = RMS_CASES[case]
+    got = _check(dtype, RMS_NAMES, _rmsprop_call(dtype, lr=0.05, eps=1e-8, **kw))
+    start = _state(dtype, RMS_NAMES)
+    if not kw["centered"]:
+        np.testing.assert_array_equal(got[-1]["grad_avg"], start["grad_avg"])
+    if not kw["momentum"]:
+        np.testing.assert_array_equal(got[-1]["momentum_buffer"], start["momentum_buffer"])
+
+
+def test_rmsprop_float16_arena_matches_float32_cpu():
+    c16 = _rmsprop_call(np.float16, lr=0.05, eps=1e-4, **RMS_CASES["centered_momentum_wd_maximize"])
+    _check_half(RMS_NAMES, c16, _rmsprop_caller(_as_f32(c16.scal)))
+
+
+# ---- Adagrad ------------------------------------------------------------------------------------
+def _adagrad_call(dtype, lr, lr_decay, eps, wd, maximize):
+    t = np.dtype(dtype).type
+    return _adagrad_caller((lr, lr_decay, t(eps), t(wd), t(-1.0 if maximize else 1.0)))
+
+
+def _adagrad_caller(scal):
+    def call(kernel, a, tables, g, active):
+        kernel(a["param"], g, a["sum"], *tables, active, a["steps"], a["seg_scal"], *scal)
+    call.cpu, call.gpu, call.scal = "_adagrad_step_cpu", "_adagrad_step_cuda", scal
+    return call
+
+
+ADAGRAD_CASES = {
+    "plain": dict(lr_decay=0.0, wd=0.0, maximize=False),
+    "lr_decay_wd_maximize": dict(lr_decay=0.1, wd=0.05, maximize=True),
+}
+
+
+@pytest.mark.parametrize("case", list(ADAGRAD_CASES))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_adagrad_matches_cpu(dtype, case):
+    kw = ADAGRAD_CASES[case]
+    got = _check(dtype, ("sum",), _adagrad_call(dtype, lr=0.1, eps=1e-10, **kw))
+    # the decayed rate of each parameter, from its own step count
+    expect = [-0.1 / (1 + (s - 1) * kw["lr_decay"]) for s in got[-1]["steps"]]
+    np.testing.assert_allclose(got[-1]["seg_scal"][0::2], expect, rtol=1e-6)
+
+
+def test_adagrad_float16_arena_matches_float32_cpu():
+    c16 = _adagrad_call(np.float16, lr=0.1, eps=1e-4, **ADAGRAD_CASES["lr_decay_wd_maximize"])
+    _check_half(("sum",), c16, _adagrad_caller(_as_f32(c16.scal)))
+
+
+# ---- Adadelta -----------------------------------------------------------------------------------
+def _adadelta_call(dtype, lr, rho, eps, wd, maximize):
+    t = np.dtype(dtype).type
+    return _adadelta_caller((t(-lr), t(rho), t(1.0 - rho), t(eps), t(wd), t(-1.0 if maximize else 1.0)))
+
+
+def _adadelta_caller(scal):
+    def call(kernel, a, tables, g, active):
+        kernel(a["param"], g, a["square_avg"], a["acc_delta"], *tables, active, a["steps"], *scal)
+    call.cpu, call.gpu, call.scal = "_adadelta_step_cpu", "_adadelta_step_cuda", scal
+    return call
+
+
+ADADELTA_CASES = {
+    "plain": dict(lr=1.0, rho=0.9, wd=0.0, maximize=False),
+    "wd_maximize": dict(lr=0.5, rho=0.5, wd=0.1, maximize=True),
+}
+
+
+@pytest.mark.parametrize("case", list(ADADELTA_CASES))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_adadelta_matches_cpu(dtype, case):
+    _check(dtype, ("square_avg", "acc_delta"), _adadelta_call(dtype, eps=1e-6, **ADADELTA_CASES[case]))
+
+
+def test_adadelta_float16_arena_matches_float32_cpu():
+    c16 = _adadelta_call(np.float16, eps=1e-4, **ADADELTA_CASES["wd_maximize"])
+    _check_half(("square_avg", "acc_delta"), c16, _adadelta_caller(_as_f32(c16.scal)))
+
+
+# ---- the optimizers on CUDA parameters ----------------------------------------------------------
+def _train_model(device, make, steps=3):
+    import numbagrad as ng
+    ng.manual_seed(0)
+    m = ng.nn.Linear(3, 2).to(device)
+    extra = ng.nn.Linear(1, 2).to(device).bias
+    opt = make([m.weight, m.bias])
+    rng = np.random.default_rng(0)
+    x = ng.tensor(rng.standard_normal((4, 3)).astype(np.float32), device=device)
+    for k in range(steps):
+        if k == 1:
+            opt.add_param_group({"params": [extra]})  # Adagrad: state created on its first step
+        opt.zero_grad()
+        ((m(x) * m(x)).sum() + (extra * extra).sum()).backward()
+        opt.step()
+    params = [p.detach().cpu().numpy() for p in (m.weight, m.bias, extra)]
+    state = {(i, k): v.cpu().numpy() for i, p in enumerate((m.weight, extra)) for k, v in opt.state[p].items()}
+    return params, state, opt
+
+
+@pytest.mark.parametrize("which", ["rmsprop", "adagrad", "adadelta"])
+def test_optimizers_on_cuda_parameters_match_cpu(which):
+    from numbagrad.optim.adadelta import Adadelta
+    from numbagrad.optim.adagrad import Adagrad
+    from numbagrad.optim.rmsprop import RMSprop
+    make = {"rmsprop": lambda P: RMSprop(P, lr=1e-2, momentum=0.9, centered=True, weight_decay=0.01),
+            "adagrad": lambda P: Adagrad(P, lr=0.1, lr_decay=0.1, initial_accumulator_value=0.5),
+            "adadelta": lambda P: Adadelta(P, lr=1.0, weight_decay=0.01)}[which]
+    p_cpu, s_cpu, _ = _train_model("cpu", make)
+    p_gpu, s_gpu, opt = _train_model("cuda", make)
+    for a, b in zip(p_gpu, p_cpu):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    for k in s_cpu:
+        np.testing.assert_allclose(s_gpu[k], s_cpu[k], rtol=1e-5, atol=1e-6, err_msg=str(k))
+    import numbagrad as ng
+    assert s_gpu[(1, "step")] == 2.0
+    if which == "adagrad":  # the later parameter's sum started at initial_accumulator_value
+        assert (s_gpu[(1, "sum")] > 0.5).all()
+    for group in opt.param_groups:
+        for p in group["params"]:
+            for key, v in opt.state[p].items():
+                if key != "step":
+                    assert v.device == ng.device("cuda"), key
+
+
+# ---- launchers and PTX ----------------------------------------------------------------------------
+def test_launchers_mirror_cpu_signatures():
+    check_launchers_mirror_cpu(C, G, ["rmsprop_step", "adagrad_step", "adadelta_step"])
+
+
+@pytest.mark.skipif(SIM, reason="compile_ptx cannot run under the CUDA simulator")
+def test_optim_adaptive_kernels_compile_to_ptx():
+    check_kernels_compile_to_ptx(G, 5)

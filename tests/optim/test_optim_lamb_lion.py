@@ -1,0 +1,416 @@
+"""LAMB and Lion (``numbagrad/optim/lamb.py``, ``lion.py``; kernels in
+``numbagrad/kernels/cpu/optim_lamb.py``).
+
+Neither is in ``torch.optim``, so the oracle is a float64 NumPy per-tensor reference
+written from the papers' formulas (``_ref_lamb``, ``_ref_lion`` below, not from the
+kernels). ``optimkit.run_parity`` drives it through a small ``torch.optim.Optimizer``
+adapter (``_RefLamb``, ``_RefLion``) that keeps float64 master copies and writes them
+back to the torch parameters, so the harness and its torch-side state dicts are the
+usual ones: float64 arenas must equal the reference to 1e-12, float32 arenas to a loose
+tolerance (float32 rounding against an exact trajectory over 100 steps).
+"""
+import copy
+
+import numpy as np
+import pytest
+
+import numbagrad as ng
+from numbagrad import nn
+from numbagrad.backend import config
+from numbagrad.kernels.cpu import optim_lamb as K
+from numbagrad.optim.lamb import Lamb
+from numbagrad.optim.lion import Lion
+
+torch = pytest.importorskip("torch")
+
+import optimkit  # noqa: E402
+from optimkit import converge, setup, signature_counts  # noqa: E402
+
+TOL64 = dict(rtol=1e-12, atol=1e-12)
+TOL32 = dict(rtol=2e-5, atol=2e-5)
+SKIPS = {0: (1,), 3: (1, 2), 4: (0,), 9: (0, 1, 2, 3, 4), 40: (3,), 41: (3,)}
+
+
+# ---- the reference: the papers' formulas, per tensor, float64 --------------------------------
+def _ref_lamb(p, g, m, v, t, lr, betas, eps, weight_decay, bias_correction, clamp_value, always_adapt,
+              maximize):
+    """One LAMB step (You et al. 2019, Algorithm 2) of one tensor; returns (p, m, v)."""
+    beta1, beta2 = betas
+    if maximize:
+        g = -g
+    m = beta1 * m + (1 - beta1) * g
+    v = beta2 * v + (1 - beta2) * g * g
+    if bias_correction:
+        m_hat, v_hat = m / (1 - beta1 ** t), v / (1 - beta2 ** t)
+    else:
+        m_hat, v_hat = m, v
+    r = m_hat / (np.sqrt(v_hat) + eps) + weight_decay * p
+    trust = 1.0
+    if weight_decay != 0 or always_adapt:
+        w_norm = np.sqrt(np.sum(p * p))
+        if clamp_value is not None:
+            w_norm = min(w_norm, clamp_value)
+        r_norm = np.sqrt(np.sum(r * r))
+        if w_norm > 0 and r_norm > 0:
+            trust = w_norm / r_norm
+    return p - lr * trust * r, m, v
+
+
+def _ref_lion(p, g, m, lr, betas, weight_decay, maximize):
+    """One Lion step (Chen et al. 2023, Algorithm 2) of one tensor; returns (p, m)."""
+    beta1, beta2 = betas
+    if maximize:
+        g = -g
+    c = beta1 * m + (1 - beta1) * g
+    p = p * (1 - lr * weight_decay) - lr * np.sign(c)
+    return p, beta2 * m + (1 - beta2) * g
+
+
+class _Ref(torch.optim.Optimizer):
+    """A torch-side optimizer running the NumPy reference in float64 (master copies of the
+    parameters and moments), so ``optimkit.run_parity`` can drive it. Its state has the
+    layout of a PyTorch implementation: ``step`` (float32 0-d), then the moments in the
+    parameter dtype."""
+
+    KEYS = ()
+
+    def __init__(self, params, **kw):
+        super().__init__(params, dict(self.DEFAULTS, **kw))
+        self.master = {}
+
+    def step(self, closure=None):
+        for group in self.param_groups:
+            hp = {k: v for k, v in group.items() if k != "params"}
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                st = self.state[p]
+                if not st:
+                    st["step"] = torch.tensor(0.0)
+                    for k in self.KEYS:
+                        st[k] = torch.zeros_like(p)
+                if p not in self.master:
+                    self.master[p] = [p.detach().double().numpy().copy()] + [st[k].double().numpy().copy()
+                                                                            for k in self.KEYS]
+                st["step"] += 1
+                out = self.update(self.master[p], p.grad.double().numpy(), st["step"].item(), hp)
+                self.master[p] = list(out)
+                with torch.no_grad():
+                    p.copy_(torch.as_tensor(np.asarray(out[0])))
+                    for k, a in zip(self.KEYS, out[1:]):
+                        st[k].copy_(torch.as_tensor(np.asarray(a)))
+
+
+class _RefLamb(_Ref):
+    KEYS = ("exp_avg", "exp_avg_sq")
+    DEFAULTS = dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0, bias_correction=True, clamp_value=10.0,
+                    always_adapt=False, maximize=False)
+
+    @staticmethod
+    def update(state, g, t, hp):
+        p, m, v = state
+        return _ref_lamb(p, g, m, v, t, **hp)
+
+
+class _RefLion(_Ref):
+    KEYS = ("exp_avg",)
+    DEFAULTS = dict(lr=1e-4, betas=(0.9, 0.99), weight_decay=0, maximize=False)
+
+    @staticmethod
+    def update(state, g, t, hp):
+        p, m = state
+        return _ref_lion(p, g, m, **hp)
+
+
+def _parity(ng_cls, ref_cls, kw, dtype, **extra):
+    tol = TOL64 if dtype == np.float64 else TOL32
+    return optimkit.run_parity(ng_cls, ref_cls, kw, dtype, torch, tol=tol, **extra)
+
+
+# ---- parity with the reference ----------------------------------------------------------------
+LAMB_CASES = [dict(lr=1e-2), dict(lr=1e-2, always_adapt=True), dict(lr=1e-2, weight_decay=0.1),
+              dict(lr=1e-2, weight_decay=0.01, maximize=True), dict(lr=1e-2, weight_decay=0.1, clamp_value=0.5),
+              dict(lr=1e-2, weight_decay=0.1, clamp_value=None),
+              dict(lr=1e-2, always_adapt=True, bias_correction=False),
+              dict(lr=0.05, betas=(0.3, 0.9), eps=1e-3, weight_decay=0.05),
+              dict(lr=1e-2, betas=(0.5, 0.99), always_adapt=True, maximize=True, clamp_value=2.0)]
+LION_CASES = [dict(lr=1e-2), dict(lr=1e-2, weight_decay=0.1), dict(lr=1e-2, maximize=True),
+              dict(lr=3e-3, betas=(0.95, 0.98), weight_decay=1.0), dict(lr=1e-2, betas=(0.0, 0.5)),
+              dict(lr=1e-2, betas=(1.0, 0.9), weight_decay=0.01, maximize=True)]
+
+
+@pytest.mark.parametrize("kw", LAMB_CASES, ids=[str(k) for k in LAMB_CASES])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_lamb_matches_reference(kw, dtype):
+    _parity(Lamb, _RefLamb, kw, dtype)
+
+
+@pytest.mark.parametrize("kw", LION_CASES, ids=[str(k) for k in LION_CASES])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_lion_matches_reference(kw, dtype):
+    _parity(Lion, _RefLion, kw, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("ng_cls,ref_cls,kw", [(Lamb, _RefLamb, dict(lr=1e-2, weight_decay=0.1)),
+                                               (Lamb, _RefLamb, dict(lr=1e-2)),
+                                               (Lion, _RefLion, dict(lr=1e-2, weight_decay=0.1))],
+                         ids=["lamb_adapt", "lamb_plain", "lion"])
+def test_missing_grads_are_skipped(ng_cls, ref_cls, kw, dtype):
+    P, T, o1, o2 = _parity(ng_cls, ref_cls, kw, dtype, steps=50, skips=SKIPS)
+    for p, t in zip(P, T):
+        assert o1.state[p]["step"].item() == o2.state[t]["step"].item()
+        for key, val in o2.state[t].items():
+            np.testing.assert_allclose(o1.state[p][key].numpy(), val.numpy(), **(TOL64 if dtype == np.float64
+                                                                                  else TOL32))
+    assert o1.state[P[3]]["step"].item() == 47 and o1.state[P[0]]["step"].item() == 48
+
+
+def test_zero_parameter_and_zero_update_take_trust_one():
+    """||p|| = 0 (a zero-initialised bias) or ||r|| = 0 (zero gradients from zero moments):
+    the trust ratio is 1, as the reference says."""
+    P = [nn.Parameter(ng.zeros(4, dtype=ng.float64)), nn.Parameter(ng.tensor(np.arange(1.0, 4.0)))]
+    ref = [p.detach().numpy().copy() for p in P]
+    mv = [[np.zeros_like(r), np.zeros_like(r)] for r in ref]
+    o = Lamb(P, lr=0.1, always_adapt=True)
+    rng = np.random.default_rng(0)
+    for k in range(3):
+        grads = [rng.standard_normal(4), np.zeros(3)]
+        for i, p in enumerate(P):
+            p.grad = ng.tensor(grads[i])
+            ref[i], mv[i][0], mv[i][1] = _ref_lamb(ref[i], grads[i], *mv[i], k + 1, 0.1, (0.9, 0.999), 1e-6, 0,
+                                                   True, 10.0, True, False)
+        o.step()
+    for p, r in zip(P, ref):
+        np.testing.assert_allclose(p.detach().numpy(), r, **TOL64)
+    np.testing.assert_array_equal(P[1].detach().numpy(), np.arange(1.0, 4.0))  # r == 0: no move
+
+
+def test_lion_sign_of_zero_is_zero_and_nan_propagates():
+    p = nn.Parameter(ng.tensor(np.array([1.0, 2.0, 3.0], np.float32)))
+    o = Lion([p], lr=0.5)
+    p.grad = ng.tensor(np.array([0.0, np.nan, -4.0], np.float32))
+    o.step()
+    out = p.detach().numpy()
+    assert out[0] == 1.0 and np.isnan(out[1]) and out[2] == 3.5  # sign(0) = 0; NaN shows (torch.sign gives 0)
+
+
+@pytest.mark.parametrize("ng_cls,ref_cls,kw", [(Lamb, _RefLamb, dict(lr=1e-3, weight_decay=0.01)),
+                                               (Lion, _RefLion, dict(lr=1e-3, weight_decay=0.1))],
+                         ids=["lamb", "lion"])
+def test_large_parameters_span_blocks_and_use_the_parallel_kernel(ng_cls, ref_cls, kw):
+    shapes = [(300, 300), (300,), (50, 40)]  # the first parameter spans six blocks
+    assert sum(int(np.prod(s)) for s in shapes) >= config.PARALLEL_THRESHOLD
+    P, T, grads = setup(np.float64, shapes=shapes, steps=4, torch=torch)
+    o1, o2 = ng_cls(P, **kw), ref_cls(T, **kw)
+    for k in range(4):
+        optimkit.set_grads(P, T, grads[k], torch=torch)
+        o1.step()
+        o2.step()
+    optimkit.assert_close(P, T, np.float64, TOL64)
+
+
+def _arena_args(dtype, kind, seed=0):
+    """A bucket-shaped argument tuple for the kernels: parameters of 40000 (3 blocks), 7
+    and 20000 elements, one of them inactive."""
+    from numbagrad.optim.optimizer import _BLOCK
+    sizes = (40000, 7, 20000)
+    rng = np.random.default_rng(seed)
+    total = sum(sizes)
+    starts, ends, segs, off = [], [], [], 0
+    for s, n in enumerate(sizes):
+        for lo in range(off, off + n, _BLOCK):
+            starts.append(lo)
+            ends.append(min(lo + _BLOCK, off + n))
+            segs.append(s)
+        off += n
+    tables = tuple(np.array(v, np.int64) for v in (starts, ends, segs))
+    active = np.array([1, 0, 1], np.uint8)
+    t = np.dtype(dtype).type
+    p, g = rng.standard_normal(total).astype(dtype), rng.standard_normal(total).astype(dtype)
+    if kind == "lamb":
+        m, v = rng.standard_normal(total).astype(dtype) * t(0.1), np.abs(rng.standard_normal(total)).astype(dtype)
+        return (p, g, m, v, np.zeros(total, dtype), *tables, active, np.array([3, 0, 7], np.float32), np.zeros(6, dtype),
+                np.zeros(2 * len(starts)), 1e-2, 0.9, 0.999, t(0.1), t(0.9), t(0.999), t(1e-3), t(1e-6), t(0.01),
+                t(1), 10.0, True, True, True)
+    return (p, g, rng.standard_normal(total).astype(dtype), *tables, active, np.zeros(3, np.float32),
+            t(-1e-2), t(0.9), t(0.1), t(0.99), t(0.01), t(0.999), t(1))
+
+
+@pytest.mark.parametrize("kind", ["lamb", "lion"])
+def test_serial_and_parallel_twins_are_bit_identical(kind):
+    """The per-block partial sums are combined in block order: the result does not depend
+    on the threading."""
+    kern = K._lamb_step_cpu if kind == "lamb" else K._lion_step_cpu
+    a, b = _arena_args(np.float32, kind), _arena_args(np.float32, kind)
+    kern.serial(*a)
+    kern.parallel(*b)
+    for x, y in zip(a, b):
+        if isinstance(x, np.ndarray):
+            np.testing.assert_array_equal(x, y)
+    assert a[0][40000] == _arena_args(np.float32, kind)[0][40000]  # inactive parameter untouched
+
+
+# ---- state dict -----------------------------------------------------------------------------
+def _train(o, P, grads, ks):
+    for k in ks:
+        for p, g in zip(P, grads[k]):
+            p.grad = ng.tensor(g)
+        o.step()
+
+
+MAKERS = [lambda P: Lamb(P, lr=1e-2, weight_decay=0.05), lambda P: Lamb(P, lr=1e-2),
+          lambda P: Lion(P, lr=1e-2, weight_decay=0.1)]
+
+
+@pytest.mark.parametrize("make", MAKERS, ids=["lamb_adapt", "lamb_plain", "lion"])
+def test_state_dict_round_trip_continues_identically(make):
+    P, _, grads = setup(np.float32, steps=20)
+    Q = [nn.Parameter(ng.tensor(p.detach().numpy().copy())) for p in P]
+    a = make(P)
+    _train(a, P, grads, range(10))
+    sd = copy.deepcopy(a.state_dict())
+    b = make(Q)
+    for p, q in zip(P, Q):
+        q.data[...] = p.data
+    b.load_state_dict(sd)
+    _train(a, P, grads, range(10, 20))
+    _train(b, Q, grads, range(10, 20))
+    for p, q in zip(P, Q):
+        np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
+    for key in a.state[P[0]]:
+        np.testing.assert_array_equal(a.state[P[0]][key].numpy(), b.state[Q[0]][key].numpy())
+
+
+@pytest.mark.parametrize("ng_cls,ref_cls,kw,keys",
+                         [(Lamb, _RefLamb, dict(lr=1e-2, weight_decay=0.1), ["step", "exp_avg", "exp_avg_sq"]),
+                          (Lion, _RefLion, dict(lr=1e-2), ["step", "exp_avg"])], ids=["lamb", "lion"])
+def test_state_dict_layout_and_loading_a_torch_state_dict(ng_cls, ref_cls, kw, keys):
+    P, T, grads = setup(np.float64, steps=12, torch=torch)
+    o1, o2 = ng_cls(P, **kw), ref_cls(T, **kw)
+    for k in range(3):
+        optimkit.set_grads(P, T, grads[k], skip=(2,) if k == 0 else (), torch=torch)
+        o1.step()
+        o2.step()
+    s1, s2 = o1.state_dict(), o2.state_dict()
+    assert list(s1["state"]) == list(s2["state"]) == [0, 1, 3, 4, 2]  # first-step order, as torch
+    for i in s2["state"]:
+        assert list(s1["state"][i]) == list(s2["state"][i]) == keys
+        assert s1["state"][i]["step"].dtype == np.float32 and s1["state"][i]["step"].shape == ()
+        for key in keys:
+            np.testing.assert_allclose(s1["state"][i][key].numpy(), s2["state"][i][key].numpy(), **TOL64)
+    assert s1["state"][2]["step"].item() == 2.0 and s1["state"][0]["step"].item() == 3.0
+    assert s1["param_groups"] == [{**{k: v for k, v in s2["param_groups"][0].items()}}]
+    # a torch-side state dict (torch tensors) loads and continues like the reference
+    fresh = [nn.Parameter(ng.tensor(t.detach().numpy().copy())) for t in T]
+    o3 = ng_cls(fresh, **kw)
+    o3.load_state_dict(o2.state_dict())
+    for k in range(3, 12):
+        optimkit.set_grads(fresh, T, grads[k], torch=torch)
+        o3.step()
+        o2.step()
+    optimkit.assert_close(fresh, T, np.float64, TOL64)
+
+
+# ---- convergence ----------------------------------------------------------------------------
+def _decaying(gamma, after=0, **kw):
+    """LAMB whose lr decays by ``gamma`` a step after the first ``after`` steps. The trust
+    ratio makes every step ``lr * ||p||`` long whatever the gradient, so LAMB settles only
+    as lr decays; decaying early strands it at the origin of Rosenbrock (the valley
+    passes there, and steps shrink with ``||p||``)."""
+    def make(params):
+        opt = Lamb(params, **kw)
+        count = [0]
+        step = opt.step
+
+        def decaying_step(closure=None):
+            loss = step(closure)
+            count[0] += 1
+            if count[0] > after:
+                for g in opt.param_groups:
+                    g["lr"] *= gamma
+            return loss
+        opt.step = decaying_step
+        return opt
+    return make
+
+
+@pytest.mark.parametrize("closure_style", [False, True])
+@pytest.mark.parametrize("make,problem,steps,atol", [
+    (_decaying(0.995, lr=0.05, weight_decay=1e-4), "quadratic", 600, 1e-2),
+    (_decaying(0.995, lr=0.05, always_adapt=True), "quadratic", 600, 1e-2),
+    (lambda p: Lamb(p, lr=0.05), "quadratic", 400, 1e-3),  # no weight decay: no trust ratio
+    (_decaying(0.998, 1000, lr=0.02, betas=(0.9, 0.99), always_adapt=True), "rosenbrock", 3000, 1e-2),
+    (lambda p: Lion(p, lr=2e-3), "quadratic", 1500, 1e-2),
+    (lambda p: Lion(p, lr=2e-3, betas=(0.95, 0.98)), "rosenbrock", 3000, 3e-2),
+], ids=["lamb_quadratic", "lamb_always_adapt_quadratic", "lamb_plain_quadratic", "lamb_rosenbrock",
+        "lion_quadratic", "lion_rosenbrock"])
+def test_converges(make, problem, steps, atol, closure_style):
+    x, x_true = converge(make, problem, steps, closure_style)
+    np.testing.assert_allclose(x, x_true, atol=atol)
+
+
+# ---- the fused arena --------------------------------------------------------------------------
+@pytest.mark.parametrize("ng_cls,kw,kern", [(Lamb, dict(lr=1e-3, weight_decay=0.01), "_lamb_step_cpu"),
+                                            (Lamb, dict(lr=1e-3), "_lamb_step_cpu"),
+                                            (Lion, dict(lr=1e-3), "_lion_step_cpu")],
+                         ids=["lamb_adapt", "lamb_plain", "lion"])
+def test_second_step_compiles_nothing_new(ng_cls, kw, kern):
+    kern = getattr(K, kern)
+    P, _, grads = setup(np.float32, steps=3)
+    o = ng_cls(P, **kw)
+    _train(o, P, grads, [0])
+    before = signature_counts(kern)
+    _train(o, P, grads, [1, 2])
+    o.param_groups[0]["lr"] = 1  # an int lr must not compile a new signature either
+    _train(o, P, grads, [0])
+    assert signature_counts(kern) == before
+
+
+def test_lamb_scratch_lives_with_the_arena():
+    P, _, grads = setup(np.float32, steps=4)
+    o = Lamb(P, lr=1e-2)
+    _train(o, P, grads, [0])
+    (arena, scratch), = o._lamb_scratch.values()
+    assert scratch[0][0] is None          # no trust ratio (weight_decay 0): no update buffer
+    o.param_groups[0]["weight_decay"] = 0.1
+    _train(o, P, grads, [1])
+    assert scratch[0][0].shape == arena.buckets[0].param.shape
+    assert "update" not in o.state[P[0]] and "_lamb_scratch" not in o.state_dict()
+    c = copy.deepcopy(o)                  # the scratch is not pickled; rebuilt on demand
+    _train(c, c.param_groups[0]["params"], grads, [2])
+
+
+def test_constructor_validation_and_defaults():
+    p = nn.Parameter(ng.ones(2))
+    for cls in (Lamb, Lion):
+        with pytest.raises(ValueError, match="Invalid learning rate"):
+            cls([p], lr=-1)
+        with pytest.raises(ValueError, match="beta parameter at index 0"):
+            cls([p], betas=(-0.1, 0.9))
+        with pytest.raises(ValueError, match="beta parameter at index 1"):
+            cls([p], betas=(0.9, 1.5))
+        with pytest.raises(ValueError, match="Invalid weight_decay value"):
+            cls([p], weight_decay=-1)
+        with pytest.raises(NotImplementedError, match="differentiable"):
+            cls([p], differentiable=True)
+        cls([p], foreach=True, fused=True, capturable=True)  # accepted
+    with pytest.raises(ValueError, match="beta parameter at index 1"):
+        Lamb([p], betas=(0.9, 1.0))        # bias correction divides by 1 - beta2**t
+    Lion([p], betas=(1.0, 1.0))
+    with pytest.raises(ValueError, match="Invalid epsilon value"):
+        Lamb([p], eps=-1e-8)
+    with pytest.raises(ValueError, match="Invalid clamp value"):
+        Lamb([p], clamp_value=0)
+    assert Lamb([p]).defaults == dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0, bias_correction=True,
+                                      clamp_value=10.0, always_adapt=False, maximize=False)
+    assert Lion([p]).defaults == dict(lr=1e-4, betas=(0.9, 0.99), weight_decay=0, maximize=False)
+    assert repr(Lion([p])).startswith("Lion (\nParameter Group 0\n    betas: (0.9, 0.99)")
+
+
+def test_float16_parameters_are_refused_clearly():
+    p = nn.Parameter(ng.ones(3, dtype=ng.float16))
+    p.grad = ng.ones(3, dtype=ng.float16)
+    for cls in (Lamb, Lion):
+        with pytest.raises(TypeError, match="float16"):
+            cls([p]).step()
