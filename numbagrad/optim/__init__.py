@@ -13,4 +13,5 @@ from .adagrad import Adagrad  # noqa: F401
 from .adadelta import Adadelta  # noqa: F401
 from .lamb import Lamb  # noqa: F401
 from .lion import Lion  # noqa: F401
+from .lbfgs import LBFGS  # noqa: F401
 from . import lr_scheduler, schedules, swa_utils  # noqa: F401,E402

@@ -1,0 +1,304 @@
+"""CUDA twins of ``kernels/cpu/optim_lbfgs.py``: the L-BFGS vector work over one flat
+parameter vector (two-loop recursion, reductions, axpy, gradient gather).
+
+Same contract as the CPU module, argument for argument (see its docstring): the history
+rings ``dirs``/``stps`` are ``(cap, n)`` device arrays, ``ro``/``al`` ``(cap,)`` device
+arrays typed like the vector, ``partial`` a float64 device scratch of ``2 * nchunks``
+entries; ``_lbfgs_dot_cuda``, ``_lbfgs_pair_cuda`` and ``_lbfgs_absstats_cuda`` return
+host floats (one small device-to-host copy each, the optimizer needs them on the host
+for its scalar logic), the others return nothing.
+
+Design
+------
+* Reductions: ``nb = min(nchunks, ceil(n / ROW_TPB))`` *virtual blocks* of ``ROW_TPB``
+  threads (any grid is correct; the grid is capped at ``MAX_BLOCKS``) accumulate in
+  float64 with a grid stride of ``nb * ROW_TPB`` elements; a shared-memory tree combines
+  a block into ``partial[2 vb]`` (and ``partial[2 vb + 1]`` for a second accumulator).
+  A single-block kernel then reduces the ``nb`` block values into ``partial[0:2]``
+  (every thread reads its values before the tree, so overwriting is safe), which the
+  host copies back. Deterministic for a given ``nb``.
+* Two-loop recursion: the coefficients stay on the device. Per history pair, one
+  reduction kernel for the dot product, one single-block kernel that finishes it,
+  rounds it to the vector's dtype, multiplies by ``ro`` and stores ``al[k]`` (first loop)
+  or ``al[k] - be`` (second loop) into ``partial[0]``, and one grid-stride axpy kernel
+  that reads that coefficient. Kernels on the default stream run in order.
+* Elementwise kernels (gather, axpy, negation, scaling) are flat grid-stride loops; the
+  gather finds an element's parameter by binary search over the blocks
+  (``_find_block``).
+* float16 vectors are read and computed in float32 (dot products in float64) and
+  narrowed at the store; float32 and float64 compute in their own type, except that the
+  dot products accumulate in float64, as on the CPU.
+"""
+from numba import cuda, float64
+from numba import types as nbtypes
+
+from ._launch import MAX_BLOCKS, ROW_TPB, cuda_kernel, dev, device_fn, launch, widen
+from .optim import _ct, _ctype, _find_block
+
+__all__ = ["_lbfgs_gather_cuda", "_lbfgs_axpy_cuda", "_lbfgs_dot_cuda", "_lbfgs_pair_cuda",
+           "_lbfgs_absstats_cuda", "_lbfgs_direction_cuda"]
+
+_I64 = nbtypes.int64
+_U8 = nbtypes.uint8
+_F64 = nbtypes.float64
+
+
+@device_fn
+def _nanmax(a, b):
+    """``max(a, b)`` where a NaN wins (``torch.max``)."""
+    if a != a:
+        return a
+    if b != b:
+        return b
+    return a if a >= b else b
+
+
+@device_fn
+def _block_reduce(sh, tid, v, is_max):
+    """Every thread's ``v`` combined (sum, or NaN-propagating max) over the block."""
+    sh[tid] = v
+    cuda.syncthreads()
+    s = ROW_TPB // 2
+    while s > 0:
+        if tid < s:
+            if is_max:
+                sh[tid] = _nanmax(sh[tid], sh[tid + s])
+            else:
+                sh[tid] = sh[tid] + sh[tid + s]
+        cuda.syncthreads()
+        s //= 2
+    r = sh[0]
+    cuda.syncthreads()
+    return r
+
+
+def _nvirtual(n, partial):
+    """Virtual blocks of a reduction over ``n`` elements with this ``partial`` scratch."""
+    return max(1, min(dev(partial).size // 2, -(-int(n) // ROW_TPB)))
+
+
+def _grid(nb):
+    return max(1, min(nb, MAX_BLOCKS))
+
+
+# ---- reductions -------------------------------------------------------------------------------
+@cuda_kernel(lambda T: (T[::1], T[::1], _F64[::1], _I64))
+def _dot_part_kernel(a, b, part, nb):
+    sh = cuda.shared.array(ROW_TPB, float64)
+    tid = cuda.threadIdx.x
+    n = a.size
+    stride = nb * ROW_TPB
+    vb = cuda.blockIdx.x
+    while vb < nb:
+        acc = 0.0
+        i = vb * ROW_TPB + tid
+        while i < n:
+            acc += float64(widen(a[i])) * float64(widen(b[i]))
+            i += stride
+        tot = _block_reduce(sh, tid, acc, False)
+        if tid == 0:
+            part[2 * vb] = tot
+        vb += cuda.gridDim.x
+
+
+@cuda_kernel(lambda T: (T[::1], T[::1], T[::1], _ct(T), T[::1], T[::1], _F64[::1], _I64))
+def _pair_part_kernel(grad, prev_grad, d, t, y, s, part, nb):
+    sh = cuda.shared.array(ROW_TPB, float64)
+    tid = cuda.threadIdx.x
+    n = grad.size
+    stride = nb * ROW_TPB
+    vb = cuda.blockIdx.x
+    while vb < nb:
+        ys = 0.0
+        y2 = 0.0
+        i = vb * ROW_TPB + tid
+        while i < n:
+            yv = widen(grad[i]) - widen(prev_grad[i])
+            sv = widen(d[i]) * t
+            y[i] = yv
+            s[i] = sv
+            y64 = float64(widen(y[i]))  # the stored (narrowed) values, as the CPU sees them
+            ys += y64 * float64(widen(s[i]))
+            y2 += y64 * y64
+            i += stride
+        tot = _block_reduce(sh, tid, ys, False)
+        tot2 = _block_reduce(sh, tid, y2, False)
+        if tid == 0:
+            part[2 * vb] = tot
+            part[2 * vb + 1] = tot2
+        vb += cuda.gridDim.x
+
+
+@cuda_kernel(lambda T: (T[::1], _F64[::1], _I64))
+def _abs_part_kernel(x, part, nb):
+    sh = cuda.shared.array(ROW_TPB, float64)
+    tid = cuda.threadIdx.x
+    n = x.size
+    stride = nb * ROW_TPB
+    vb = cuda.blockIdx.x
+    while vb < nb:
+        mx = 0.0
+        sm = 0.0
+        i = vb * ROW_TPB + tid
+        while i < n:
+            v = abs(float64(widen(x[i])))
+            mx = _nanmax(mx, v)
+            sm += v
+            i += stride
+        tmx = _block_reduce(sh, tid, mx, True)
+        tsm = _block_reduce(sh, tid, sm, False)
+        if tid == 0:
+            part[2 * vb] = tmx
+            part[2 * vb + 1] = tsm
+        vb += cuda.gridDim.x
+
+
+@cuda_kernel([(_F64[::1], _I64, nbtypes.boolean)])
+def _final_kernel(part, nb, first_is_max):
+    """``part[0] = combine(part[0::2][:nb])`` (max or sum), ``part[1] = sum(part[1::2][:nb])``."""
+    sh = cuda.shared.array(ROW_TPB, float64)
+    tid = cuda.threadIdx.x
+    if cuda.blockIdx.x != 0:
+        return
+    a = 0.0
+    c = 0.0
+    j = tid
+    while j < nb:
+        if first_is_max:
+            a = _nanmax(a, part[2 * j])
+        else:
+            a += part[2 * j]
+        c += part[2 * j + 1]
+        j += ROW_TPB
+    ta = _block_reduce(sh, tid, a, first_is_max)
+    tc = _block_reduce(sh, tid, c, False)
+    if tid == 0:
+        part[0] = ta
+        part[1] = tc
+
+
+def _finish(partial, nb, first_is_max):
+    p = dev(partial)
+    _final_kernel[1, ROW_TPB](p, nb, first_is_max)
+    host = p[:2].copy_to_host()
+    return float(host[0]), float(host[1])
+
+
+def _lbfgs_dot_cuda(a, b, partial):
+    """``a . b`` accumulated in float64 (a host float)."""
+    nb = _nvirtual(a.size, partial)
+    _dot_part_kernel[_grid(nb), ROW_TPB](dev(a), dev(b), dev(partial), nb)
+    return _finish(partial, nb, False)[0]
+
+
+def _lbfgs_pair_cuda(grad, prev_grad, d, t, y, s, partial):
+    """``y = grad - prev_grad``, ``s = d * t``; returns ``(y . s, y . y)`` (host floats)."""
+    nb = _nvirtual(grad.size, partial)
+    ct = _ctype(grad.dtype)
+    _pair_part_kernel[_grid(nb), ROW_TPB](dev(grad), dev(prev_grad), dev(d), ct(t), dev(y), dev(s),
+                                          dev(partial), nb)
+    return _finish(partial, nb, False)
+
+
+def _lbfgs_absstats_cuda(x, partial):
+    """``(max |x|, sum |x|)`` (host floats; NaN propagates to the max)."""
+    nb = _nvirtual(x.size, partial)
+    _abs_part_kernel[_grid(nb), ROW_TPB](dev(x), dev(partial), nb)
+    return _finish(partial, nb, True)
+
+
+# ---- elementwise --------------------------------------------------------------------------------
+@cuda_kernel(lambda T: (T[::1], _I64[::1], _I64[::1], _I64[::1], _U8[::1], T[::1]))
+def _gather_kernel(grad, blk_start, blk_end, blk_seg, active, out):
+    e = cuda.grid(1)
+    while e < out.size:
+        b = _find_block(blk_start, blk_end, e)
+        if b >= 0:
+            if active[blk_seg[b]]:
+                out[e] = grad[e]
+            else:
+                out[e] = 0
+        e += cuda.gridsize(1)
+
+
+def _lbfgs_gather_cuda(grad, blk_start, blk_end, blk_seg, active, out):
+    """``out = grad`` on the blocks of active parameters, 0 on the others."""
+    launch(_gather_kernel, out.size, grad, blk_start, blk_end, blk_seg, active, out)
+
+
+@cuda_kernel(lambda T: (T[::1], T[::1], _ct(T)))
+def _axpy_kernel(x, d, t):
+    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+        x[i] = widen(x[i]) + t * widen(d[i])
+
+
+def _lbfgs_axpy_cuda(x, d, t):
+    """``x += t * d``."""
+    launch(_axpy_kernel, x.size, x, d, _ctype(x.dtype)(t))
+
+
+@cuda_kernel(lambda T: (T[::1], T[::1], _F64[::1]))
+def _axpy_coef_kernel(x, d, part):
+    """``x += part[0] * d`` (the coefficient a previous kernel left in ``part[0]``)."""
+    c = part[0]
+    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+        xv = widen(x[i])
+        x[i] = xv + type(xv)(c) * widen(d[i])
+
+
+@cuda_kernel(lambda T: (T[::1], T[::1], _ct(T)))
+def _neg_scale_kernel(g, d, h):
+    """``d = (-g) * h``."""
+    for i in range(cuda.grid(1), d.size, cuda.gridsize(1)):
+        d[i] = (-widen(g[i])) * h
+
+
+@cuda_kernel(lambda T: (_F64[::1], _I64, T[::1], T[::1], _I64, _I64, _I64))
+def _coef_kernel(part, nb, ro, al, j, k, second):
+    """Finish the dot ``part[0::2][:nb]``, then ``v = dtype(dot) * ro[j]``; first loop:
+    ``al[k] = v`` and ``part[0] = -al[k]``; second loop: ``part[0] = al[k] - v``."""
+    sh = cuda.shared.array(ROW_TPB, float64)
+    tid = cuda.threadIdx.x
+    if cuda.blockIdx.x != 0:
+        return
+    a = 0.0
+    i = tid
+    while i < nb:
+        a += part[2 * i]
+        i += ROW_TPB
+    tot = _block_reduce(sh, tid, a, False)
+    if tid == 0:
+        r = widen(ro[j])
+        v = type(r)(tot) * r
+        if second == 0:
+            al[k] = v
+            part[0] = -float64(widen(al[k]))
+        else:
+            part[0] = float64(widen(al[k]) - v)
+
+
+def _lbfgs_direction_cuda(grad, dirs, stps, ro, al, start, count, h_diag, d, partial):
+    """L-BFGS two-loop recursion ``d = -H grad``; see ``_lbfgs_direction_cpu``."""
+    g, D, S, Y = dev(grad), dev(d), dev(stps), dev(dirs)
+    R, A, P = dev(ro), dev(al), dev(partial)
+    n = g.size
+    if n == 0:
+        return
+    cap = Y.shape[0]
+    start, count = int(start), int(count)
+    nb = _nvirtual(n, partial)
+    grid = _grid(nb)
+    launch(_neg_scale_kernel, n, g, D, _ctype(g.dtype)(1))
+    for k in range(count - 1, -1, -1):
+        j = (start + k) % cap
+        _dot_part_kernel[grid, ROW_TPB](S[j], D, P, nb)
+        _coef_kernel[1, ROW_TPB](P, nb, R, A, j, k, 0)
+        launch(_axpy_coef_kernel, n, D, Y[j], P)
+    h = _ctype(g.dtype)(h_diag)
+    if h != 1:
+        launch(_neg_scale_kernel, n, D, D, -h)  # d = (-d) * (-h) = d * h, exactly
+    for k in range(count):
+        j = (start + k) % cap
+        _dot_part_kernel[grid, ROW_TPB](Y[j], D, P, nb)
+        _coef_kernel[1, ROW_TPB](P, nb, R, A, j, k, 1)
+        launch(_axpy_coef_kernel, n, D, S[j], P)
