@@ -4,8 +4,7 @@ described in :mod:`numbagrad.optim.optimizer`). Numerically PyTorch's single-ten
 Adadelta: L2 weight decay added to the gradient, running averages of squared gradients
 and squared updates, ``delta = sqrt(acc_delta + eps) / sqrt(square_avg + eps) * g``,
 ``p -= lr * delta``, ``maximize``."""
-from ..backend import backend_of
-from .optimizer import Optimizer
+from .optimizer import Optimizer, _check_hyper
 
 __all__ = ["Adadelta"]
 
@@ -41,16 +40,8 @@ class Adadelta(Optimizer):
 
     def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *, capturable=False,
                  maximize=False, differentiable=False):
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if not 0.0 <= rho <= 1.0:
-            raise ValueError(f"Invalid rho value: {rho}")
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-        if differentiable:
-            raise NotImplementedError("Adadelta: differentiable=True is not supported")
+        _check_hyper("Adadelta", lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, unit=("rho",),
+                     differentiable=differentiable)
         defaults = dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize,
                         capturable=capturable, foreach=foreach, differentiable=differentiable)
         super().__init__(params, defaults)
@@ -58,25 +49,9 @@ class Adadelta(Optimizer):
     def _state_keys(self, group):
         return ("square_avg", "acc_delta")
 
-    def step(self, closure=None):
-        """One Adadelta update of every parameter that has a gradient."""
-        loss = self._closure(closure)
-        for group in self.param_groups:
-            if group.get("differentiable"):
-                raise NotImplementedError("Adadelta: differentiable=True is not supported")
-            arena = self._prepare(group)
-            lr = float(group["lr"])
-            rho = float(group["rho"])
-            eps = float(group["eps"])
-            wd = float(group["weight_decay"])
-            sign = -1.0 if group["maximize"] else 1.0
-            for b in arena.buckets:
-                if not b.any_active:
-                    continue
-                t = b.dtype.type
-                bufs = b.bufs
-                backend_of(b.param).kernel("optim_adaptive", "adadelta_step")(
-                    b.param, b.grad, bufs["square_avg"], bufs["acc_delta"],
-                    b.blk_start, b.blk_end, b.blk_seg, b.active, b.steps,
-                    t(-lr), t(rho), t(1.0 - rho), t(eps), t(wd), t(sign))
-        return loss
+    def _update_bucket(self, h, b, t):
+        """One Adadelta update of bucket ``b`` (``h``: the group's hyperparameters)."""
+        rho = float(h.group["rho"])
+        b.be.kernel("optim_adaptive", "adadelta_step")(
+            b.param, b.grad, b.bufs["square_avg"], b.bufs["acc_delta"], *b.tables, b.steps,
+            t(-h.lr), t(rho), t(1.0 - rho), t(h.eps), t(h.wd), t(h.sign))

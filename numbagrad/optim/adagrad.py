@@ -9,7 +9,7 @@ import numpy as np
 
 from ..backend import backend_of
 from ..tensor import Tensor
-from .optimizer import Optimizer
+from .optimizer import Optimizer, _check_hyper
 
 __all__ = ["Adagrad"]
 
@@ -48,27 +48,16 @@ class Adagrad(Optimizer):
 
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10,
                  foreach=None, *, maximize=False, differentiable=False, fused=None):
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if not 0.0 <= lr_decay:
-            raise ValueError(f"Invalid lr_decay value: {lr_decay}")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-        if not 0.0 <= initial_accumulator_value:
-            raise ValueError(f"Invalid initial_accumulator_value value: {initial_accumulator_value}")
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
         if fused:
             if differentiable:
                 raise RuntimeError("`fused` does not support `differentiable`")
             if foreach:
                 raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
-        if differentiable:
-            raise NotImplementedError("Adagrad: differentiable=True is not supported")
+        _check_hyper("Adagrad", lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
+                     initial_accumulator_value=initial_accumulator_value, eps=eps, differentiable=differentiable)
         defaults = dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
                         initial_accumulator_value=initial_accumulator_value, foreach=foreach, maximize=maximize,
                         differentiable=differentiable, fused=fused)
-        self._pending = {}
         super().__init__(params, defaults)
         for group in self.param_groups:
             for p in group["params"]:
@@ -80,58 +69,13 @@ class Adagrad(Optimizer):
     def _state_keys(self, group):
         return ("sum",)
 
-    def load_state_dict(self, state_dict):
-        super().load_state_dict(state_dict)
-        self._pending = {}
+    def _initial_value(self, key):
+        # parameters without state (added later, or missing from a loaded state dict)
+        # start from the constructor's value, as torch (it reads ``defaults`` too)
+        return self.defaults["initial_accumulator_value"]
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        self._pending = {}
-
-    def _prepare_filled(self, group):
-        """``_prepare``, then give ``sum`` its initial value in the arena slots of
-        parameters whose state it has just created (their slots start at zero).
-
-        The parameters without state are listed once per arena; while every parameter of
-        the group has state (the usual case) this costs nothing per step."""
-        key = id(group)
-        before = self._arenas.get(key)
-        cached = self._pending.get(key)
-        if cached is not None and before is not None and cached[0] is before:
-            pending = cached[1]
-        else:
-            pending = [p for p in group["params"] if not self.state.get(p)]
-        arena = self._prepare(group)
-        if pending:
-            init = self.defaults["initial_accumulator_value"]
-            left = []
-            for p in pending:
-                st = self.state.get(p)
-                if st and "sum" in st:
-                    st["sum"].data.fill(init)
-                else:
-                    left.append(p)
-            pending = left
-        self._pending[key] = (arena, pending)
-        return arena
-
-    def step(self, closure=None):
-        """One Adagrad update of every parameter that has a gradient."""
-        loss = self._closure(closure)
-        for group in self.param_groups:
-            if group.get("differentiable"):
-                raise NotImplementedError("Adagrad: differentiable=True is not supported")
-            arena = self._prepare_filled(group)
-            lr = float(group["lr"])
-            lr_decay = float(group["lr_decay"])
-            eps = float(group["eps"])
-            wd = float(group["weight_decay"])
-            sign = -1.0 if group["maximize"] else 1.0
-            for b in arena.buckets:
-                if not b.any_active:
-                    continue
-                t = b.dtype.type
-                backend_of(b.param).kernel("optim_adaptive", "adagrad_step")(
-                    b.param, b.grad, b.bufs["sum"], b.blk_start, b.blk_end, b.blk_seg, b.active, b.steps, b.scal,
-                    lr, lr_decay, t(eps), t(wd), t(sign))
-        return loss
+    def _update_bucket(self, h, b, t):
+        """One Adagrad update of bucket ``b`` (``h``: the group's hyperparameters)."""
+        b.be.kernel("optim_adaptive", "adagrad_step")(
+            b.param, b.grad, b.bufs["sum"], *b.tables, b.steps, b.scal, h.lr, float(h.group["lr_decay"]),
+            t(h.eps), t(h.wd), t(h.sign))

@@ -4,8 +4,7 @@
 corrections per parameter from ``state['step']``, ``exp_avg.lerp_(g, 1-beta1)``,
 ``exp_avg_sq = beta2*exp_avg_sq + (1-beta2)*g*g``, AMSGrad's running max, L2 weight decay
 (Adam) or decoupled decay (AdamW), ``maximize``."""
-from ..backend import backend_of
-from .optimizer import Optimizer
+from .optimizer import Optimizer, _check_hyper
 
 __all__ = ["Adam", "AdamW"]
 
@@ -32,21 +31,10 @@ class Adam(Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *,
                  maximize=False, decoupled_weight_decay=False, foreach=None, capturable=False,
                  differentiable=False, fused=None):
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        if not 0.0 <= betas[0] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-        if not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
         # capturable=True is accepted: step counts and bias corrections already stay with
         # the parameters (on the device, for CUDA), nothing syncs to the host.
-        if differentiable:
-            raise NotImplementedError(f"{type(self).__name__}: differentiable=True (autograd through the update) "
-                                      "is not supported; the update is a fused in-place kernel")
+        _check_hyper(type(self).__name__, lr=lr, eps=eps, betas=betas, weight_decay=weight_decay,
+                     differentiable=differentiable)
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
                         maximize=maximize, decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
@@ -54,32 +42,13 @@ class Adam(Optimizer):
     def _state_keys(self, group):
         return ("exp_avg", "exp_avg_sq", "max_exp_avg_sq") if group["amsgrad"] else ("exp_avg", "exp_avg_sq")
 
-    def step(self, closure=None):
-        """One Adam update of every parameter that has a gradient."""
-        loss = self._closure(closure)
-        for group in self.param_groups:
-            arena = self._prepare(group)
-            lr = float(group["lr"])
-            beta1, beta2 = (float(b) for b in group["betas"])
-            eps = float(group["eps"])
-            wd = float(group["weight_decay"])
-            decoupled = bool(group["decoupled_weight_decay"])
-            amsgrad = bool(group["amsgrad"])
-            sign = -1.0 if group["maximize"] else 1.0
-            for b in arena.buckets:
-                if not b.any_active:
-                    continue
-                t = b.dtype.type
-                omb1 = t(1.0 - beta1)
-                bufs = b.bufs
-                v = bufs["exp_avg_sq"]
-                backend_of(b.param).kernel("optim", "adam_step")(
-                    b.param, b.grad, bufs["exp_avg"], v, bufs["max_exp_avg_sq"] if amsgrad else v,
-                    b.blk_start, b.blk_end, b.blk_seg, b.active, b.steps, b.scal,
-                    lr, beta1, beta2, omb1, t(1) - omb1, t(beta2), t(1.0 - beta2), t(eps),
-                    t(0.0 if decoupled else wd), t(1.0 - lr * wd if decoupled else 1.0), t(sign),
-                    amsgrad, abs(1.0 - beta1) < 0.5)
-        return loss
+    def _update_bucket(self, h, b, t):
+        """One Adam update of bucket ``b`` (``h``: the group's hyperparameters)."""
+        amsgrad = bool(h.group["amsgrad"])
+        v = b.bufs["exp_avg_sq"]
+        b.be.kernel("optim", "adam_step")(
+            b.param, b.grad, b.bufs["exp_avg"], v, b.bufs["max_exp_avg_sq"] if amsgrad else v, *b.tables,
+            b.steps, b.scal, h.lr, h.beta1, h.beta2, *h.adam(t), amsgrad, h.lerp_small)
 
 
 class AdamW(Adam):

@@ -27,8 +27,7 @@ import math
 
 import numpy as np
 
-from ..backend import backend_of
-from .optimizer import Optimizer
+from .optimizer import Optimizer, _check_hyper
 
 __all__ = ["Lamb"]
 
@@ -60,20 +59,10 @@ class Lamb(Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0, *, bias_correction=True,
                  clamp_value=10.0, always_adapt=False, maximize=False, foreach=None, capturable=False,
                  differentiable=False, fused=None):
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        if not 0.0 <= betas[0] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-        if not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        _check_hyper("Lamb", lr=lr, eps=eps, betas=betas, weight_decay=weight_decay)
         if clamp_value is not None and not clamp_value > 0.0:
             raise ValueError(f"Invalid clamp value: {clamp_value}")
-        if differentiable:
-            raise NotImplementedError("Lamb: differentiable=True is not supported")
+        _check_hyper("Lamb", differentiable=differentiable)
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                         bias_correction=bias_correction, clamp_value=clamp_value, always_adapt=always_adapt,
                         maximize=maximize)
@@ -82,46 +71,16 @@ class Lamb(Optimizer):
     def _state_keys(self, group):
         return ("exp_avg", "exp_avg_sq")
 
-    def _scratch(self, arena, adapt):
-        """Per bucket ``[update, blk_part]``: the scratch arena of the update ``r`` (only
-        when the group adapts) and the float64 per-block partial sums. Not state: kept
-        next to the arena and rebuilt with it."""
-        cache = self.__dict__.setdefault("_lamb_scratch", {})
-        key = id(arena.group)
-        entry = cache.get(key)
-        if entry is None or entry[0] is not arena:
-            entry = cache[key] = (arena, [[None, b.be.zeros(2 * b.blk_start.size, np.float64)]
-                                          for b in arena.buckets])
-        if adapt:
-            for b, sc in zip(arena.buckets, entry[1]):
-                if sc[0] is None:
-                    sc[0] = b.be.empty(b.param.size, b.dtype)
-        return entry[1]
-
-    def step(self, closure=None):
-        """One LAMB update of every parameter that has a gradient."""
-        loss = self._closure(closure)
-        for group in self.param_groups:
-            arena = self._prepare(group)
-            lr = float(group["lr"])
-            beta1, beta2 = (float(b) for b in group["betas"])
-            eps = float(group["eps"])
-            wd = float(group["weight_decay"])
-            clamp = group["clamp_value"]
-            clamp = math.inf if clamp is None else float(clamp)
-            adapt = bool(group["always_adapt"]) or wd != 0.0
-            bias_correction = bool(group["bias_correction"])
-            sign = -1.0 if group["maximize"] else 1.0
-            scratch = self._scratch(arena, adapt)
-            for b, (upd, part) in zip(arena.buckets, scratch):
-                if not b.any_active:
-                    continue
-                t = b.dtype.type
-                omb1 = t(1.0 - beta1)
-                bufs = b.bufs
-                backend_of(b.param).kernel("optim_lamb", "lamb_step")(
-                    b.param, b.grad, bufs["exp_avg"], bufs["exp_avg_sq"], upd if adapt else b.grad,
-                    b.blk_start, b.blk_end, b.blk_seg, b.active, b.steps, b.scal, part,
-                    lr, beta1, beta2, omb1, t(1) - omb1, t(beta2), t(1.0 - beta2), t(eps), t(wd), t(sign), clamp,
-                    bias_correction, adapt, abs(1.0 - beta1) < 0.5)
-        return loss
+    def _update_bucket(self, h, b, t):
+        """One LAMB update of bucket ``b`` (``h``: the group's hyperparameters)."""
+        group = h.group
+        clamp = group["clamp_value"]
+        adapt = bool(group["always_adapt"]) or h.wd != 0.0
+        # work arrays, not state: the float64 per-block partial sums, and the update r
+        # (only when the group adapts)
+        part = b.scratch("blk_part", 2 * b.blk_start.size, np.float64)
+        b.be.kernel("optim_lamb", "lamb_step")(
+            b.param, b.grad, b.bufs["exp_avg"], b.bufs["exp_avg_sq"],
+            b.scratch("update", b.param.size, b.dtype) if adapt else b.grad, *b.tables, b.steps, b.scal, part,
+            h.lr, h.beta1, h.beta2, *h.moments(t), t(h.eps), t(h.wd), t(h.sign),
+            math.inf if clamp is None else float(clamp), bool(group["bias_correction"]), adapt, h.lerp_small)

@@ -15,8 +15,7 @@ parameter with gradient ``g``::
 decay applied before the signed step, ``sign(0) = 0``. One departure: a NaN in ``c``
 gives a NaN update (``torch.sign(nan)`` is 0, which would silently freeze the element).
 """
-from ..backend import backend_of
-from .optimizer import Optimizer
+from .optimizer import Optimizer, _check_hyper
 
 __all__ = ["Lion"]
 
@@ -41,36 +40,16 @@ class Lion(Optimizer):
 
     def __init__(self, params, lr=1e-4, betas=(0.9, 0.99), weight_decay=0, *, maximize=False, foreach=None,
                  capturable=False, differentiable=False, fused=None):
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if not 0.0 <= betas[0] <= 1.0:
-            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-        if not 0.0 <= betas[1] <= 1.0:
-            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-        if differentiable:
-            raise NotImplementedError("Lion: differentiable=True is not supported")
+        _check_hyper("Lion", lr=lr, betas=betas, weight_decay=weight_decay, closed_betas=True,
+                     differentiable=differentiable)
         defaults = dict(lr=lr, betas=tuple(betas), weight_decay=weight_decay, maximize=maximize)
         super().__init__(params, defaults)
 
     def _state_keys(self, group):
         return ("exp_avg",)
 
-    def step(self, closure=None):
-        """One Lion update of every parameter that has a gradient."""
-        loss = self._closure(closure)
-        for group in self.param_groups:
-            arena = self._prepare(group)
-            lr = float(group["lr"])
-            beta1, beta2 = (float(b) for b in group["betas"])
-            wd = float(group["weight_decay"])
-            sign = -1.0 if group["maximize"] else 1.0
-            for b in arena.buckets:
-                if not b.any_active:
-                    continue
-                t = b.dtype.type
-                backend_of(b.param).kernel("optim_lamb", "lion_step")(
-                    b.param, b.grad, b.bufs["exp_avg"], b.blk_start, b.blk_end, b.blk_seg, b.active, b.steps,
-                    t(-lr), t(beta1), t(1.0 - beta1), t(beta2), t(1.0 - beta2), t(1.0 - lr * wd), t(sign))
-        return loss
+    def _update_bucket(self, h, b, t):
+        """One Lion update of bucket ``b`` (``h``: the group's hyperparameters)."""
+        b.be.kernel("optim_lamb", "lion_step")(
+            b.param, b.grad, b.bufs["exp_avg"], *b.tables, b.steps, t(-h.lr), t(h.beta1), t(1.0 - h.beta1),
+            t(h.beta2), t(1.0 - h.beta2), t(1.0 - h.lr * h.wd), t(h.sign))

@@ -6,71 +6,13 @@ moments with Nesterov momentum and the momentum schedule
 ``mu_t`` kept per parameter (``state['mu_product']``, 0-d float32 as in torch), L2 or
 decoupled weight decay, ``maximize``.
 
-``mu_product`` lives in a per-bucket float32 array owned by this optimizer (like the
-arena's step counts); ``state[p]['mu_product']`` is a 0-d view into it, so
-``state_dict()`` has torch's layout and ``load_state_dict`` of a torch NAdam state
+``mu_product`` is a per-parameter scalar state of the arena (``_scalar_state``, a float32
+array per bucket like the step counts); ``state[p]['mu_product']`` is a 0-d view into
+it, so ``state_dict()`` has torch's layout and ``load_state_dict`` of a torch NAdam state
 carries the products over."""
-import numpy as np
-
-from ..backend import backend_of
-from ..tensor import Tensor
-from .adamax import _check_common
-from .optimizer import Optimizer
-from .radam import _scratch_dtype, bucket_extras
+from .optimizer import Optimizer, _check_hyper
 
 __all__ = ["NAdam"]
-
-
-def _scalar_value(v):
-    if isinstance(v, Tensor):
-        return float(v.item())
-    if hasattr(v, "item"):
-        return float(v.item())
-    return float(np.asarray(v))
-
-
-class _NAdamExtras:
-    """A bucket's ``mu_product`` (float32 per parameter) and scalar scratch, and the
-    parameters whose state does not show ``mu_product`` yet."""
-
-    __slots__ = ("mu", "views", "scratch", "pending")
-
-    def __init__(self, b, state):
-        n = len(b.params)
-        host = np.ones(n, np.float32)
-        for i, p in enumerate(b.params):
-            st = state.get(p)
-            if st and st.get("mu_product") is not None:
-                host[i] = _scalar_value(st["mu_product"])
-        self.mu = host if b.be.name == "cpu" else b.be.asarray(host)
-        self.views = [Tensor._from_array(self.mu[i:i + 1].reshape(())) for i in range(n)]
-        self.scratch = b.be.zeros(3 * n, _scratch_dtype(b.dtype))
-        self.pending = []
-        for i, p in enumerate(b.params):
-            st = state.get(p)
-            if st and "mu_product" in st:
-                st["mu_product"] = self.views[i]  # same key position, now a view
-            else:
-                self.pending.append(i)
-
-    def publish(self, b, state):
-        """Give parameters whose state was just created their ``mu_product`` view, in
-        torch's key order (step, mu_product, exp_avg, exp_avg_sq)."""
-        still = []
-        for i in self.pending:
-            if not b.populated[i]:
-                still.append(i)
-                continue
-            st = state[b.params[i]]
-            if "mu_product" not in st:
-                items = [(k, v) for k, v in st.items() if k != "step"]
-                step = st.get("step")
-                st.clear()
-                if step is not None:
-                    st["step"] = step
-                st["mu_product"] = self.views[i]
-                st.update(items)
-        self.pending = still
 
 
 class NAdam(Optimizer):
@@ -97,13 +39,15 @@ class NAdam(Optimizer):
     """
 
     _uses_step = True
+    _scalar_state = (("mu_product", 1.0),)
+    _scal_width = 3      # [1 - beta2**t, c1, c2] per parameter,
+    _scal_wide = True    # in float32 for float16 arenas
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, momentum_decay=4e-3,
                  decoupled_weight_decay=False, *, foreach=None, maximize=False, capturable=False,
                  differentiable=False):
-        _check_common(lr, betas, eps, weight_decay, differentiable, "NAdam")
-        if not 0.0 <= momentum_decay:
-            raise ValueError(f"Invalid momentum_decay value: {momentum_decay}")
+        _check_hyper("NAdam", lr=lr, eps=eps, betas=betas, weight_decay=weight_decay, momentum_decay=momentum_decay,
+                     differentiable=differentiable)
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                         momentum_decay=momentum_decay, decoupled_weight_decay=decoupled_weight_decay,
                         maximize=maximize, foreach=foreach, capturable=capturable, differentiable=differentiable)
@@ -112,31 +56,9 @@ class NAdam(Optimizer):
     def _state_keys(self, group):
         return ("exp_avg", "exp_avg_sq")
 
-    def step(self, closure=None):
-        """One NAdam update of every parameter that has a gradient."""
-        loss = self._closure(closure)
-        state = self.state
-        for group in self.param_groups:
-            arena = self._prepare(group)
-            extras = bucket_extras(self, arena, lambda b: _NAdamExtras(b, state))
-            lr = float(group["lr"])
-            beta1, beta2 = (float(b) for b in group["betas"])
-            eps = float(group["eps"])
-            wd = float(group["weight_decay"])
-            md = float(group["momentum_decay"])
-            decoupled = bool(group.get("decoupled_weight_decay", False))
-            sign = -1.0 if group.get("maximize", False) else 1.0
-            for b, ex in zip(arena.buckets, extras):
-                if ex.pending:
-                    ex.publish(b, state)
-                if not b.any_active:
-                    continue
-                t = b.dtype.type
-                omb1 = t(1.0 - beta1)
-                backend_of(b.param).kernel("optim_adamx", "nadam_step")(
-                    b.param, b.grad, b.bufs["exp_avg"], b.bufs["exp_avg_sq"],
-                    b.blk_start, b.blk_end, b.blk_seg, b.active, b.steps, ex.mu, ex.scratch,
-                    lr, beta1, beta2, md, omb1, t(1) - omb1, t(beta2), t(1.0 - beta2), t(eps),
-                    t(0.0 if decoupled else wd), t(1.0 - lr * wd if decoupled else 1.0), t(sign),
-                    abs(1.0 - beta1) < 0.5)
-        return loss
+    def _update_bucket(self, h, b, t):
+        """One NAdam update of bucket ``b`` (``h``: the group's hyperparameters)."""
+        b.be.kernel("optim_adamx", "nadam_step")(
+            b.param, b.grad, b.bufs["exp_avg"], b.bufs["exp_avg_sq"], *b.tables, b.steps,
+            b.scalars["mu_product"], b.scal, h.lr, h.beta1, h.beta2, float(h.group["momentum_decay"]),
+            *h.adam(t), h.lerp_small)

@@ -16,8 +16,13 @@ flat, contiguous 1-D arrays, one set per dtype (a *bucket*):
   and steps copy nothing; with the default ``set_to_none=True`` each step costs one
   copy of the gradients (the engine allocates fresh ``.grad`` arrays after a reset).
 * one flat array per state buffer (Adam's ``exp_avg``/``exp_avg_sq``, SGD's
-  ``momentum_buffer``); ``optimizer.state[p][name]`` are Tensor views into them, and
-  ``state[p]['step']`` a 0-d view into a per-group float32 step array.
+  ``momentum_buffer``), starting at 0 or at :meth:`Optimizer._initial_value` (Adagrad's
+  ``initial_accumulator_value``); ``optimizer.state[p][name]`` are Tensor views into them;
+* one float32 array per per-parameter scalar state (``step``, NAdam's ``mu_product``);
+  ``state[p][name]`` are 0-d views into them, first in the state dict, as torch orders them;
+* ``scal``: ``_scal_width`` scalars per parameter for the kernels' per-parameter pre-pass
+  (bias corrections), and :meth:`_Bucket.scratch` work arrays (LAMB's update); neither
+  is state.
 
 Then the update is a single kernel call over the whole bucket
 (``numbagrad/kernels/cpu/optim.py``), whatever the number of parameters: per-parameter
@@ -58,13 +63,17 @@ required = _RequiredParameter()
 
 
 class _Bucket:
-    """The parameters of one group that share a dtype, laid out in flat arrays."""
+    """The parameters of one group that share a dtype, laid out in flat arrays (see the
+    module docstring); built by :meth:`Optimizer._build` from the optimizer's arena
+    configuration (``_scalar_keys()``, ``_initial_value``, ``_flag_key``, ``_scal_width``,
+    ``_scal_wide``), carrying over the state the parameters already have."""
 
     __slots__ = ("dtype", "params", "pviews", "gviews", "gtensors", "param", "grad", "bufs", "buf_views",
-                 "steps", "step_views", "flags", "blk_start", "blk_end", "blk_seg", "active", "scal",
-                 "populated", "any_active", "be", "active_host")
+                 "scalars", "scalar_views", "steps", "step_views", "flags", "blk_start", "blk_end", "blk_seg",
+                 "active", "tables", "scal", "work", "populated", "any_active", "be", "active_host")
 
-    def __init__(self, dtype, params, state, keys, uses_step, flag_key):
+    def __init__(self, opt, dtype, params, keys):
+        state = opt.state
         self.dtype = dtype
         self.params = params
         # Arrays live on the parameters' device (the backend of their arrays); the small
@@ -88,14 +97,15 @@ class _Bucket:
             gv = self.grad[lo:hi].reshape(shapes[i])
             self.gviews.append(gv)
             self.gtensors.append(Tensor._from_array(gv))
+        sts = [state.get(p) for p in params]
         self.bufs = {}
         self.buf_views = {}
         for key in keys:
-            flat = be.zeros(total, dtype)
+            init = opt._initial_value(key)
+            flat = be.full(total, init, dtype) if init else be.zeros(total, dtype)
             views = []
-            for i, p in enumerate(params):
+            for i, st in enumerate(sts):
                 t = Tensor._from_array(flat[offsets[i]:offsets[i + 1]].reshape(shapes[i]))
-                st = state.get(p)
                 if st and key in st and st[key] is not None:
                     old = st[key]
                     arr = old.data if isinstance(old, Tensor) else np.asarray(old)
@@ -109,27 +119,39 @@ class _Bucket:
                 views.append(t)
             self.bufs[key] = flat
             self.buf_views[key] = views
-        self.steps = be.zeros(n, np.float32)
-        self.step_views = None
-        if uses_step:
-            self.step_views = []
-            for i, p in enumerate(params):
-                t = Tensor._from_array(self.steps[i:i + 1].reshape(()))
-                st = state.get(p)
-                if st and "step" in st:
-                    self.steps[i] = (st["step"].item() if isinstance(st["step"], Tensor)
-                                     else float(np.asarray(st["step"])))
-                    st["step"] = t
-                self.step_views.append(t)
+        # per-parameter scalar state: float32 arrays, state[p][key] 0-d views into them
+        self.scalars = {}
+        self.scalar_views = {}
+        order = [key for key, _ in opt._scalar_keys()]
+        for key, init in opt._scalar_keys():
+            host = np.full(n, init, np.float32)
+            for i, st in enumerate(sts):
+                if st and st.get(key) is not None:
+                    host[i] = _scalar_value(st[key])
+            arr = self.scalars[key] = host if be.name == "cpu" else be.asarray(host)
+            views = self.scalar_views[key] = [Tensor._from_array(arr[i:i + 1].reshape(())) for i in range(n)]
+            for i, st in enumerate(sts):
+                if st:
+                    fresh = key not in st
+                    st[key] = views[i]
+                    if fresh:  # a state without it: put it in torch's place, with the other scalars first
+                        lead = {k: st[k] for k in order if k in st}
+                        rest = [(k, v) for k, v in st.items() if k not in lead]
+                        st.clear()
+                        st.update(lead)
+                        st.update(rest)
+        self.steps = self.scalars.get("step")
+        if self.steps is None:
+            self.steps = be.zeros(n, np.float32)
+        self.step_views = self.scalar_views.get("step")
         self.flags = np.zeros(n, np.uint8)
-        if flag_key is not None:
-            for i, p in enumerate(params):
-                st = state.get(p)
-                if st and st.get(flag_key) is not None:
+        if opt._flag_key is not None:
+            for i, st in enumerate(sts):
+                if st and st.get(opt._flag_key) is not None:
                     self.flags[i] = 1
         if be.name != "cpu":
             self.flags = be.asarray(self.flags)
-        self.populated = [bool(state.get(p)) for p in params]
+        self.populated = [bool(st) for st in sts]
         starts, ends, segs = [], [], []
         for i in range(n):
             lo, hi = int(offsets[i]), int(offsets[i + 1])
@@ -142,8 +164,19 @@ class _Bucket:
         self.blk_seg = be.asarray(np.array(segs, np.int64))
         self.active_host = np.zeros(n, np.uint8)
         self.active = self.active_host if be.name == "cpu" else be.zeros(n, np.uint8)
-        self.scal = be.zeros(2 * n, dtype)
+        self.tables = (self.blk_start, self.blk_end, self.blk_seg, self.active)
+        wide = opt._scal_wide and np.dtype(dtype) != np.float64
+        self.scal = be.zeros(opt._scal_width * n, np.float32 if wide else dtype)
+        self.work = {}
         self.any_active = False
+
+    def scratch(self, name, size, dtype):
+        """A work array of the kernels (zeros when first asked for), kept with the bucket and
+        rebuilt with the arena; not optimizer state (neither in ``state`` nor pickled)."""
+        a = self.work.get(name)
+        if a is None:
+            a = self.work[name] = self.be.zeros(size, dtype)
+        return a
 
 
 class _Arena:
@@ -163,13 +196,16 @@ class Optimizer:
 
     ``params`` is an iterable of Tensors, or of dicts each defining a parameter group
     (``{"params": [...], "lr": ...}``); options missing from a group take the
-    optimizer's ``defaults``. Subclasses implement :meth:`step`, usually through the
-    fused-arena helpers :meth:`_prepare` (see the module docstring).
+    optimizer's ``defaults``. Subclasses implement :meth:`_update_bucket`, the fused
+    kernel call for one bucket of the arena (see the module docstring), or :meth:`step`.
     """
 
     # Subclass configuration of the fused arena.
     _uses_step = False   # keep a per-parameter step count (state['step'])
+    _scalar_state = ()   # more per-parameter 0-d float32 state after 'step': ((key, initial value), ...)
     _flag_key = None     # a state key whose presence means "initialised" (SGD's momentum buffer)
+    _scal_width = 2      # per-parameter scalars in ``bucket.scal`` (the kernels' ``seg_scal``)
+    _scal_wide = False   # ``scal`` in float32 for float16 arenas (else in the parameter dtype)
 
     def __init__(self, params, defaults):
         self.defaults = defaults
@@ -247,8 +283,19 @@ class Optimizer:
                     g.data.fill(0)
 
     def step(self, closure=None):
-        """Update the parameters once; ``closure`` re-evaluates the model and returns the loss."""
-        raise NotImplementedError
+        """Update the parameters once; ``closure`` re-evaluates the model and returns the loss.
+
+        The fused optimizers define :meth:`_update_bucket` and inherit this step: one kernel
+        call per bucket of parameters with a gradient (see :meth:`_active_buckets`)."""
+        if self._update_bucket is None:
+            raise NotImplementedError
+        loss = self._closure(closure)
+        for hyper, bucket, t in self._active_buckets():
+            self._update_bucket(hyper, bucket, t)
+        return loss
+
+    # ``_update_bucket(hyper, bucket, t)``: the fused update of one bucket (a subclass's method)
+    _update_bucket = None
 
     def _closure(self, closure):
         if closure is None:
@@ -260,6 +307,27 @@ class Optimizer:
     def _state_keys(self, group):
         """Names of the flat state buffers this group needs (override)."""
         return ()
+
+    def _initial_value(self, key):
+        """The value state buffer ``key`` starts at for a parameter without state (override)."""
+        return 0.0
+
+    def _scalar_keys(self):
+        """``(key, initial value)`` of the per-parameter float32 scalar states, in state order."""
+        return ((("step", 0.0),) if self._uses_step else ()) + tuple(self._scalar_state)
+
+    def _active_buckets(self):
+        """What a fused ``step()`` iterates: for each parameter group its arena (see
+        :meth:`_prepare`), then ``(hyper, bucket, t)`` for each bucket with a gradient this
+        step, ``hyper`` the group's :class:`_Hyper` and ``t`` the bucket's scalar type."""
+        for group in self.param_groups:
+            if group.get("differentiable"):
+                raise NotImplementedError(f"{type(self).__name__}: differentiable=True is not supported")
+            arena = self._prepare(group)
+            hyper = _Hyper(group)
+            for b in arena.buckets:
+                if b.any_active:
+                    yield hyper, b, b.dtype.type
 
     def _prepare(self, group):
         """The group's arena, (re)built if needed, with this step's gradients gathered
@@ -286,8 +354,7 @@ class Optimizer:
         if len({k[0] for k in by_dtype}) > 1:
             raise RuntimeError(f"{type(self).__name__}: the parameters of one group are on different devices "
                                f"({sorted({str(p.device) for p in params})}); use one device per group")
-        buckets = [_Bucket(dt, ps, self.state, keys, self._uses_step, self._flag_key)
-                   for (_, dt), ps in by_dtype.items()]
+        buckets = [_Bucket(self, dt, ps, keys) for (_, dt), ps in by_dtype.items()]
         arena = _Arena(group, params, keys, buckets)
         self._arenas[id(group)] = arena
         return arena
@@ -296,8 +363,8 @@ class Optimizer:
         """Gather gradients into the arena and mark active parameters; False when some
         ``p.data`` is no longer its arena view (the caller rebuilds)."""
         state = self.state
-        uses_step = self._uses_step
         for b in arena.buckets:
+            scalar_views = b.scalar_views
             act = b.active_host
             pv, gv, gt, pop = b.pviews, b.gviews, b.gtensors, b.populated
             any_active = False
@@ -324,10 +391,10 @@ class Optimizer:
                 any_active = True
                 if not pop[i]:
                     pop[i] = True
-                    if uses_step or arena.keys:
+                    if scalar_views or arena.keys:
                         st = state[p]
-                        if uses_step:
-                            st["step"] = b.step_views[i]
+                        for k, views in scalar_views.items():
+                            st[k] = views[i]
                         for k in arena.keys:
                             st[k] = b.buf_views[k][i]
                 p._version.value += 1
@@ -375,10 +442,11 @@ class Optimizer:
         id_map = dict(zip(chain.from_iterable(sg["params"] for sg in saved_groups),
                           chain.from_iterable(g["params"] for g in groups)))
         new_state = defaultdict(dict)
+        scalars = {"step"} | {key for key, _ in self._scalar_keys()}
         for k, v in state_dict["state"].items():
             if k in id_map:
                 p = id_map[k]
-                new_state[p] = {name: _copy_state_value(p, name, val) for name, val in v.items()}
+                new_state[p] = {name: _copy_state_value(p, val, name in scalars) for name, val in v.items()}
             else:
                 new_state[k] = copy.deepcopy(v)
         new_groups = []
@@ -408,14 +476,84 @@ class Optimizer:
         return s + "\n)"
 
 
-def _copy_state_value(param, name, value):
+def _copy_state_value(param, value, scalar):
+    """A loaded state value as a Tensor of its own (``scalar``: a per-parameter float32
+    scalar state such as ``step``)."""
     if isinstance(value, Tensor):
         arr = value.data
     elif hasattr(value, "shape") and hasattr(value, "dtype"):
         arr = np.asarray(value)  # NumPy array or CPU torch tensor
     else:
         return copy.deepcopy(value)
-    if name == "step":
+    if scalar:
         return Tensor._from_array(np.array(arr, dtype=np.float32, copy=True))
     dt = param.data.dtype if arr.dtype.kind == "f" else arr.dtype
     return Tensor._from_array(np.array(arr, dtype=dt, copy=True))
+
+
+def _scalar_value(v):
+    """A scalar state value (Tensor, NumPy or torch scalar, Python number) as a float."""
+    if hasattr(v, "item"):
+        return float(v.item())
+    return float(np.asarray(v))
+
+
+_LABELS = {"lr": "learning rate", "eps": "epsilon value"}
+
+
+def _check_hyper(owner, *, differentiable=False, nan_ok=False, unit=(), closed_betas=False, **values):
+    """torch's constructor checks: each of ``values`` (in the order given; None or
+    ``required`` skips one) must be >= 0 (``nan_ok``: only not < 0, as torch's SGD), and
+    <= 1 when named in ``unit``; ``betas`` in [0, 1) (``closed_betas``: [0, 1]). Then
+    ``differentiable=True`` is refused: every update is a fused in-place kernel."""
+    for key, v in values.items():
+        if v is None or v is required:
+            continue
+        if key == "betas":
+            for i, beta in enumerate(v[:2]):
+                if not (0.0 <= beta <= 1.0 if closed_betas else 0.0 <= beta < 1.0):
+                    raise ValueError(f"Invalid beta parameter at index {i}: {beta}")
+            continue
+        ok = not v < 0.0 if nan_ok else 0.0 <= v
+        if ok and key in unit:
+            ok = v <= 1.0
+        if not ok:
+            raise ValueError(f"Invalid {_LABELS.get(key, key + ' value')}: {v}")
+    if differentiable:
+        raise NotImplementedError(f"{owner}: differentiable=True (autograd through the update) is not supported; "
+                                  "the update is a fused in-place kernel")
+
+
+class _Hyper:
+    """A group's hyperparameters as Python floats, read once per step: ``lr``, ``beta1``
+    and ``beta2`` (``betas``), ``eps``, ``wd`` (``weight_decay``), ``decoupled``
+    (``decoupled_weight_decay``), ``sign`` (-1 when maximizing), ``lerp_small`` (which
+    branch ``torch.lerp`` takes for the weight ``1 - beta1``); options a group does not
+    have read as 0 / False. ``group`` is the group itself."""
+
+    __slots__ = ("group", "lr", "beta1", "beta2", "eps", "wd", "decoupled", "sign", "lerp_small")
+
+    def __init__(self, group):
+        self.group = group
+        self.lr = float(group["lr"])
+        betas = group.get("betas", (0.0, 0.0))
+        self.beta1, self.beta2 = float(betas[0]), float(betas[1])
+        self.eps = float(group.get("eps", 0.0))
+        self.wd = float(group.get("weight_decay", 0.0))
+        self.decoupled = bool(group.get("decoupled_weight_decay", False))
+        self.sign = -1.0 if group.get("maximize", False) else 1.0
+        self.lerp_small = abs(1.0 - self.beta1) < 0.5
+
+    def moments(self, t):
+        """``(omb1, omw, b2, omb2)`` in type ``t``: the lerp weight ``1 - beta1``, ``1 -
+        omb1`` (the other ``torch.lerp`` branch), ``beta2`` and ``1 - beta2``."""
+        omb1 = t(1.0 - self.beta1)
+        return omb1, t(1) - omb1, t(self.beta2), t(1.0 - self.beta2)
+
+    def adam(self, t):
+        """The per-element scalars of the Adam family's kernels, in type ``t``: the
+        :meth:`moments`, ``eps``, ``wd`` (L2 decay added to the gradient; 0 when
+        decoupled), ``decay`` (``1 - lr * weight_decay`` when decoupled, else 1), ``sign``."""
+        d = self.decoupled
+        return self.moments(t) + (t(self.eps), t(0.0 if d else self.wd), t(1.0 - self.lr * self.wd if d else 1.0),
+                                  t(self.sign))

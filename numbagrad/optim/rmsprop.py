@@ -5,8 +5,7 @@ RMSprop: L2 weight decay added to the gradient, ``square_avg = alpha*square_avg 
 (1-alpha)*g*g``, the centered variant's ``grad_avg.lerp_(g, 1-alpha)`` and
 ``sqrt(square_avg - grad_avg**2)``, ``eps`` added after the square root, optional
 momentum buffer ``momentum*buf + g/avg``, ``maximize``."""
-from ..backend import backend_of
-from .optimizer import Optimizer
+from .optimizer import Optimizer, _check_hyper
 
 __all__ = ["RMSprop"]
 
@@ -51,18 +50,8 @@ class RMSprop(Optimizer):
 
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False,
                  capturable=False, foreach=None, maximize=False, differentiable=False):
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        if not 0.0 <= momentum:
-            raise ValueError(f"Invalid momentum value: {momentum}")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-        if not 0.0 <= alpha:
-            raise ValueError(f"Invalid alpha value: {alpha}")
-        if differentiable:
-            raise NotImplementedError("RMSprop: differentiable=True is not supported")
+        _check_hyper("RMSprop", lr=lr, eps=eps, momentum=momentum, weight_decay=weight_decay, alpha=alpha,
+                     differentiable=differentiable)
         defaults = dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered,
                         weight_decay=weight_decay, capturable=capturable, foreach=foreach, maximize=maximize,
                         differentiable=differentiable)
@@ -76,32 +65,16 @@ class RMSprop(Optimizer):
             keys += ("grad_avg",)
         return keys
 
-    def step(self, closure=None):
-        """One RMSprop update of every parameter that has a gradient."""
-        loss = self._closure(closure)
-        for group in self.param_groups:
-            if group.get("differentiable"):
-                raise NotImplementedError("RMSprop: differentiable=True is not supported")
-            arena = self._prepare(group)
-            lr = float(group["lr"])
-            alpha = float(group["alpha"])
-            eps = float(group["eps"])
-            wd = float(group["weight_decay"])
-            momentum = float(group["momentum"])
-            centered = bool(group["centered"])
-            use_m = momentum > 0.0
-            sign = -1.0 if group["maximize"] else 1.0
-            for b in arena.buckets:
-                if not b.any_active:
-                    continue
-                t = b.dtype.type
-                oma = t(1.0 - alpha)
-                bufs = b.bufs
-                v = bufs["square_avg"]
-                backend_of(b.param).kernel("optim_adaptive", "rmsprop_step")(
-                    b.param, b.grad, v, bufs["grad_avg"] if centered else v,
-                    bufs["momentum_buffer"] if use_m else v,
-                    b.blk_start, b.blk_end, b.blk_seg, b.active, b.steps,
-                    t(-lr), t(alpha), oma, t(1) - oma, t(eps), t(wd), t(sign), t(momentum),
-                    centered, use_m, abs(1.0 - alpha) < 0.5)
-        return loss
+    def _update_bucket(self, h, b, t):
+        """One RMSprop update of bucket ``b`` (``h``: the group's hyperparameters)."""
+        group = h.group
+        alpha = float(group["alpha"])
+        momentum = float(group["momentum"])
+        centered = bool(group["centered"])
+        use_m = momentum > 0.0
+        oma = t(1.0 - alpha)
+        v = b.bufs["square_avg"]
+        b.be.kernel("optim_adaptive", "rmsprop_step")(
+            b.param, b.grad, v, b.bufs["grad_avg"] if centered else v, b.bufs["momentum_buffer"] if use_m else v,
+            *b.tables, b.steps, t(-h.lr), t(alpha), oma, t(1) - oma, t(h.eps), t(h.wd), t(h.sign), t(momentum),
+            centered, use_m, abs(1.0 - alpha) < 0.5)

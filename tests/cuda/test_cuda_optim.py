@@ -9,6 +9,9 @@ first-momentum-step flag diverge between parameters. Adam/AdamW with amsgrad on/
 weight decay, maximize and both ``torch.lerp`` branches; SGD with/without momentum,
 dampening, nesterov, weight decay and maximize. float16 arenas are checked against a
 float32 CPU arena at a loose tolerance.
+
+The arena and its drivers (``run_steps``, ``check_steps``, ``check_half``, ``as_f32``)
+serve the other CUDA optimizer tests too.
 """
 import os
 
@@ -19,6 +22,7 @@ cuda = pytest.importorskip("numba.cuda")
 
 from numbagrad.kernels.cpu import optim as C  # noqa: E402
 from numbagrad.kernels.cuda import optim as G  # noqa: E402
+from optest import check_kernels_compile_to_ptx, check_launchers_mirror_cpu  # noqa: E402
 
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
 SIZES = (3, 5, 4)
@@ -44,6 +48,64 @@ def _grads(dtype, steps=3, seed=1):
     return g.astype(dtype)
 
 
+def _start_param(dtype):
+    """The parameter arena every test starts from."""
+    return np.random.default_rng(0).standard_normal(TOTAL).astype(dtype)
+
+
+def run_steps(call, arrs, on_device, grads):
+    """The steps of ``ACTIVE`` over the tiny arena: ``call(arrs, tables, g, active)`` each
+    step, ``arrs`` (a list or a dict of host arrays) and the block tables moved to the
+    device when ``on_device``; returns host copies of ``arrs`` after each step."""
+    tables = _blocks()
+    is_dict = isinstance(arrs, dict)
+    if on_device:
+        arrs = {k: cuda.to_device(a) for k, a in arrs.items()} if is_dict else [cuda.to_device(a) for a in arrs]
+        tables = [cuda.to_device(a) for a in tables]
+    host = (lambda a: a.copy_to_host()) if on_device else (lambda a: a.copy())
+    out = []
+    for k, act in enumerate(ACTIVE):
+        g = grads[k]
+        active = np.array(act, np.uint8)
+        if on_device:
+            g, active = cuda.to_device(g), cuda.to_device(active)
+        call(arrs, tables, g, active)
+        out.append({n: host(a) for n, a in arrs.items()} if is_dict else [host(a) for a in arrs])
+    return out
+
+
+def _named(step, names):
+    return list(step.items()) if isinstance(step, dict) else list(zip(names, step))
+
+
+def check_steps(got, ref, dtype, names=None):
+    """The device run ``got`` equals the CPU run ``ref`` after every step, array by array
+    (``names`` label list entries; dict entries carry theirs), dtypes included. Then the
+    step counts (``steps``) are the per-parameter counts of ``ACTIVE`` and the element
+    outside every block (``param``) is untouched."""
+    for k in range(len(ACTIVE)):
+        for (name, g), (_, r) in zip(_named(got[k], names), _named(ref[k], names)):
+            assert g.dtype == r.dtype, name
+            np.testing.assert_allclose(g, r, err_msg=f"step {k}: {name}", **TOL[dtype])
+    final = dict(_named(got[-1], names))
+    if "steps" in final:
+        np.testing.assert_array_equal(final["steps"], [2, 4, 8])  # counted per active parameter
+    assert final["param"][-1] == _start_param(dtype)[-1]          # outside every block: untouched
+
+
+def check_half(got, ref, names=None, tol=None):
+    """A float16 device run against a float32 CPU run, at the end, loosely (``tol``: per
+    name, default ``TOL16``)."""
+    for (name, g), (_, r) in zip(_named(got[-1], names), _named(ref[-1], names)):
+        np.testing.assert_allclose(np.asarray(g, np.float64), r, err_msg=name, **(tol or {}).get(name, TOL16))
+    assert dict(_named(got[-1], names))["param"].dtype == np.float16
+
+
+def as_f32(scal):
+    """The CPU reference of a half arena sees the same (half-rounded) scalars, in float32."""
+    return tuple(np.float32(s) if isinstance(s, np.float16) else s for s in scal)
+
+
 def _adam_scalars(dtype, lr, betas, eps, wd, decoupled, maximize, amsgrad):
     t = np.dtype(dtype).type
     beta1, beta2 = betas
@@ -53,27 +115,19 @@ def _adam_scalars(dtype, lr, betas, eps, wd, decoupled, maximize, amsgrad):
             amsgrad, abs(1.0 - beta1) < 0.5)
 
 
+ADAM_NAMES = ["param", "exp_avg", "exp_avg_sq", "max_exp_avg_sq", "steps", "seg_scal"]
+
+
 def _run_adam(kernel, on_device, dtype, scal, amsgrad, grads):
-    """Three steps; returns the host arrays (param, m, v, vmax, steps, seg_scal) after each."""
+    """Three steps; the host arrays of ``ADAM_NAMES`` after each."""
     n = len(SIZES)
-    param = np.random.default_rng(0).standard_normal(TOTAL).astype(dtype)
-    arrs = [param, np.zeros(TOTAL, dtype), np.zeros(TOTAL, dtype), np.zeros(TOTAL, dtype),
-            np.zeros(n, np.float32), np.zeros(2 * n, dtype)]
-    arrs[4][:] = [0, 2, 5]      # parameters at different step counts
-    tables = _blocks()
-    if on_device:
-        arrs = [cuda.to_device(a) for a in arrs]
-        tables = [cuda.to_device(a) for a in tables]
-    p, m, v, vmax, steps, seg = arrs
-    out = []
-    for k, act in enumerate(ACTIVE):
-        g = grads[k]
-        active = np.array(act, np.uint8)
-        if on_device:
-            g, active = cuda.to_device(g), cuda.to_device(active)
+    arrs = [_start_param(dtype), np.zeros(TOTAL, dtype), np.zeros(TOTAL, dtype), np.zeros(TOTAL, dtype),
+            np.array([0, 2, 5], np.float32), np.zeros(2 * n, dtype)]   # parameters at different step counts
+
+    def call(a, tables, g, active):
+        p, m, v, vmax, steps, seg = a
         kernel(p, g, m, v, vmax if amsgrad else v, *tables, active, steps, seg, *scal)
-        out.append([a.copy_to_host() if on_device else a.copy() for a in arrs])
-    return out
+    return run_steps(call, arrs, on_device, grads)
 
 
 ADAM_CASES = {
@@ -92,29 +146,17 @@ def test_adam_matches_cpu(dtype, case, amsgrad):
     grads = _grads(dtype)
     ref = _run_adam(C._adam_step_cpu, False, dtype, scal, amsgrad, grads)
     got = _run_adam(G._adam_step_cuda, True, dtype, scal, amsgrad, grads)
-    for k in range(len(ACTIVE)):
-        for name, g, r in zip(["param", "exp_avg", "exp_avg_sq", "max_exp_avg_sq", "steps", "seg_scal"],
-                              got[k], ref[k]):
-            assert g.dtype == r.dtype
-            np.testing.assert_allclose(g, r, err_msg=f"step {k}: {name}", **TOL[dtype])
-    final = got[-1]
-    np.testing.assert_array_equal(final[4], [2, 4, 8])  # steps counted per active parameter
-    start = np.random.default_rng(0).standard_normal(TOTAL).astype(dtype)
-    assert final[0][-1] == start[-1]                     # outside every block: untouched
+    check_steps(got, ref, dtype, ADAM_NAMES)
 
 
 @pytest.mark.parametrize("amsgrad", [False, True])
 def test_adam_float16_arena_matches_float32_cpu(amsgrad):
     kw = ADAM_CASES["adamw"]
     scal16 = _adam_scalars(np.float16, lr=0.05, eps=1e-4, amsgrad=amsgrad, **kw)
-    # the CPU reference sees the same (half-rounded) per-element scalars, in float32
-    scal32 = tuple(np.float32(s) if isinstance(s, np.float16) else s for s in scal16)
     grads = _grads(np.float16)
-    ref = _run_adam(C._adam_step_cpu, False, np.float32, scal32, amsgrad, grads.astype(np.float32))
+    ref = _run_adam(C._adam_step_cpu, False, np.float32, as_f32(scal16), amsgrad, grads.astype(np.float32))
     got = _run_adam(G._adam_step_cuda, True, np.float16, scal16, amsgrad, grads)
-    for g, r in zip(got[-1], ref[-1]):
-        np.testing.assert_allclose(g.astype(np.float32), r, **TOL16)
-    assert got[-1][0].dtype == np.float16
+    check_half(got, ref, ADAM_NAMES)
 
 
 def _sgd_scalars(dtype, lr, momentum, dampening, wd, nesterov, maximize):
@@ -123,25 +165,17 @@ def _sgd_scalars(dtype, lr, momentum, dampening, wd, nesterov, maximize):
             nesterov)
 
 
+SGD_NAMES = ["param", "momentum_buffer", "has_buf"]
+
+
 def _run_sgd(kernel, on_device, dtype, scal, grads):
-    n = len(SIZES)
     use_m = scal[5]
-    arrs = [np.random.default_rng(0).standard_normal(TOTAL).astype(dtype), np.zeros(TOTAL, dtype),
-            np.zeros(n, np.uint8)]
-    tables = _blocks()
-    if on_device:
-        arrs = [cuda.to_device(a) for a in arrs]
-        tables = [cuda.to_device(a) for a in tables]
-    p, buf, has_buf = arrs
-    out = []
-    for k, act in enumerate(ACTIVE):
-        g = grads[k]
-        active = np.array(act, np.uint8)
-        if on_device:
-            g, active = cuda.to_device(g), cuda.to_device(active)
+
+    def call(a, tables, g, active):
+        p, buf, has_buf = a
         kernel(p, g, buf if use_m else g, *tables, active, has_buf, *scal)
-        out.append([a.copy_to_host() if on_device else a.copy() for a in arrs])
-    return out
+    return run_steps(call, [_start_param(dtype), np.zeros(TOTAL, dtype), np.zeros(len(SIZES), np.uint8)], on_device,
+                     grads)
 
 
 SGD_CASES = {
@@ -160,9 +194,7 @@ def test_sgd_matches_cpu(dtype, case):
     grads = _grads(dtype)
     ref = _run_sgd(C._sgd_step_cpu, False, dtype, scal, grads)
     got = _run_sgd(G._sgd_step_cuda, True, dtype, scal, grads)
-    for k in range(len(ACTIVE)):
-        for name, g, r in zip(["param", "momentum_buffer", "has_buf"], got[k], ref[k]):
-            np.testing.assert_allclose(g, r, err_msg=f"step {k}: {name}", **TOL[dtype])
+    check_steps(got, ref, dtype, SGD_NAMES)
     expect_flags = [1, 1, 1] if SGD_CASES[case]["momentum"] else [0, 0, 0]
     np.testing.assert_array_equal(got[-1][2], expect_flags)
     np.testing.assert_array_equal(got[0][2], expect_flags)
@@ -170,29 +202,18 @@ def test_sgd_matches_cpu(dtype, case):
 
 def test_sgd_float16_arena_matches_float32_cpu():
     scal16 = _sgd_scalars(np.float16, lr=0.1, **SGD_CASES["nesterov_maximize"])
-    scal32 = tuple(np.float32(s) if isinstance(s, np.float16) else s for s in scal16)
     grads = _grads(np.float16)
-    ref = _run_sgd(C._sgd_step_cpu, False, np.float32, scal32, grads.astype(np.float32))
+    ref = _run_sgd(C._sgd_step_cpu, False, np.float32, as_f32(scal16), grads.astype(np.float32))
     got = _run_sgd(G._sgd_step_cuda, True, np.float16, scal16, grads)
-    for g, r in zip(got[-1], ref[-1]):
-        np.testing.assert_allclose(g.astype(np.float32), r, **TOL16)
+    check_half(got, ref, SGD_NAMES)
 
 
 def test_launchers_mirror_cpu_signatures():
-    import inspect
-    for name in ["adam_step", "sgd_step"]:
-        cpu = getattr(C, f"_{name}_cpu").serial.py_func
-        gpu = getattr(G, f"_{name}_cuda")
-        assert list(inspect.signature(gpu).parameters) == list(inspect.signature(cpu).parameters), name
+    check_launchers_mirror_cpu(C, G, ["adam_step", "sgd_step"])
 
 
 # ---- PTX: every kernel of the module compiles (no simulator) -----------------------------------
 @pytest.mark.skipif(SIM, reason="compile_ptx cannot run under the CUDA simulator")
 def test_optim_kernels_compile_to_ptx():
-    from numbagrad.kernels.cuda._launch import REGISTRY
-    kernels = [k for k in REGISTRY if k.name.startswith(G.__name__ + ".")]
-    assert len(kernels) >= 4
-    for k in kernels:
-        for sig in k.example_signatures():
-            ptx, _ = cuda.compile_ptx(k.fn, sig, cc=(8, 0))
-            assert ".entry" in ptx, (k.name, sig)
+    # Adam's two, SGD's two, and the step counter the other optimizers share
+    check_kernels_compile_to_ptx(G, 5)

@@ -19,11 +19,9 @@ cuda = pytest.importorskip("numba.cuda")
 from numbagrad.kernels.cpu import optim_adamx as C  # noqa: E402
 from numbagrad.kernels.cuda import optim_adamx as G  # noqa: E402
 from optest import check_kernels_compile_to_ptx, check_launchers_mirror_cpu  # noqa: E402
-from test_cuda_optim import ACTIVE, SIZES, TOTAL, _blocks, _grads  # noqa: E402
+from test_cuda_optim import SIZES, TOTAL, _grads, as_f32, check_half, check_steps, run_steps  # noqa: E402
 
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
-TOL = {np.float32: dict(rtol=1e-5, atol=1e-7), np.float64: dict(rtol=1e-12, atol=1e-14)}
-TOL16 = dict(rtol=2e-2, atol=2e-3)
 N = len(SIZES)
 STEPS0 = [0, 2, 5]
 
@@ -48,21 +46,10 @@ def _state(name, dtype):
 
 
 def _run(name, kernel, on_device, dtype, scal, grads):
-    """Three steps; the host arrays after each."""
-    arrs = _state(name, dtype)
-    tables = _blocks()
-    if on_device:
-        arrs = [cuda.to_device(a) for a in arrs]
-        tables = [cuda.to_device(a) for a in tables]
-    out = []
-    for k, act in enumerate(ACTIVE):
-        g = grads[k]
-        active = np.array(act, np.uint8)
-        if on_device:
-            g, active = cuda.to_device(g), cuda.to_device(active)
-        kernel(arrs[0], g, arrs[1], arrs[2], *tables, active, *arrs[3:], *scal)
-        out.append([a.copy_to_host() if on_device else a.copy() for a in arrs])
-    return out
+    """Three steps; the host arrays of ``FIELDS[name]`` after each."""
+    def call(a, tables, g, active):
+        kernel(a[0], g, a[1], a[2], *tables, active, *a[3:], *scal)
+    return run_steps(call, _state(name, dtype), on_device, grads)
 
 
 def _scalars(name, dtype, lr, betas, eps, wd, decoupled, maximize, md=4e-3):
@@ -107,31 +94,20 @@ def test_matches_cpu(dtype, name, case):
     cpu, gpu = _kernels(name)
     ref = _run(name, cpu, False, dtype, scal, grads)
     got = _run(name, gpu, True, dtype, scal, grads)
-    for k in range(len(ACTIVE)):
-        for field, g, r in zip(FIELDS[name], got[k], ref[k]):
-            assert g.dtype == r.dtype, field
-            np.testing.assert_allclose(g, r, err_msg=f"step {k}: {field}", **TOL[dtype])
-    final = got[-1]
-    np.testing.assert_array_equal(final[3], [2, 4, 8])  # steps counted per active parameter
-    start = _state(name, dtype)[0]
-    assert final[0][-1] == start[-1]                   # outside every block: untouched
+    check_steps(got, ref, dtype, FIELDS[name])
     if name == "radam" and case == "plain":
         # parameter 0 (steps 1, 2) is never rectified; parameter 2 (steps 6..8) always
-        assert final[4][2] == 0.0 and final[4][8] > 0.0
+        assert got[-1][4][2] == 0.0 and got[-1][4][8] > 0.0
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_float16_arena_matches_float32_cpu(name):
     scal16 = _scalars(name, np.float16, lr=0.05, eps=1e-4, **CASES["plain"])
-    # the CPU reference sees the same (half-rounded) per-element scalars, in float32
-    scal32 = tuple(np.float32(s) if isinstance(s, np.float16) else s for s in scal16)
     grads = _grads(np.float16)
     cpu, gpu = _kernels(name)
-    ref = _run(name, cpu, False, np.float32, scal32, grads.astype(np.float32))
+    ref = _run(name, cpu, False, np.float32, as_f32(scal16), grads.astype(np.float32))
     got = _run(name, gpu, True, np.float16, scal16, grads)
-    assert got[-1][0].dtype == np.float16
-    for field, g, r in zip(FIELDS[name], got[-1], ref[-1]):
-        np.testing.assert_allclose(g.astype(np.float32), r, err_msg=field, **TOL16)
+    check_half(got, ref, FIELDS[name])
 
 
 def _optimizer_run(name, device, steps=4):

@@ -20,7 +20,8 @@ cuda = pytest.importorskip("numba.cuda")
 from numbagrad.kernels.cpu import optim_adaptive as C  # noqa: E402
 from numbagrad.kernels.cuda import optim_adaptive as G  # noqa: E402
 from optest import check_kernels_compile_to_ptx, check_launchers_mirror_cpu  # noqa: E402
-from test_cuda_optim import ACTIVE, SIZES, TOL, TOL16, TOTAL, _blocks, _grads  # noqa: E402
+from test_cuda_optim import (SIZES, TOTAL, _grads, _start_param, as_f32, check_half, check_steps,  # noqa: E402
+                             run_steps)
 
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
 NSEG = len(SIZES)
@@ -31,7 +32,7 @@ def _state(dtype, names):
     """Starting arrays: param (standard normal), then one positive state buffer per name
     (``grad_avg`` small enough that ``square_avg - grad_avg**2`` stays positive)."""
     r = np.random.default_rng(7)
-    arrs = {"param": np.random.default_rng(0).standard_normal(TOTAL).astype(dtype)}
+    arrs = {"param": _start_param(dtype)}
     for name in names:
         arrs[name] = ((r.random(TOTAL) * 0.5 + 0.05) * (0.2 if name == "grad_avg" else 1.0)).astype(dtype)
     arrs["steps"] = np.array(START_STEPS, np.float32)
@@ -39,54 +40,26 @@ def _state(dtype, names):
     return arrs
 
 
-def _run(kernel, on_device, arrs, tables, grads, call):
-    """Three steps of ``call(kernel, arrs, tables, g, active)``; the host copies of every
-    array after each step."""
-    if on_device:
-        arrs = {k: cuda.to_device(a) for k, a in arrs.items()}
-        tables = [cuda.to_device(a) for a in tables]
-    out = []
-    for k, act in enumerate(ACTIVE):
-        g = grads[k]
-        active = np.array(act, np.uint8)
-        if on_device:
-            g, active = cuda.to_device(g), cuda.to_device(active)
-        call(kernel, arrs, tables, g, active)
-        out.append({n: (a.copy_to_host() if on_device else a.copy()) for n, a in arrs.items()})
-    return out
-
-
-def _compare(got, ref, dtype):
-    for k in range(len(ACTIVE)):
-        for name in ref[k]:
-            assert got[k][name].dtype == ref[k][name].dtype
-            np.testing.assert_allclose(got[k][name], ref[k][name], err_msg=f"step {k}: {name}", **TOL[dtype])
-    np.testing.assert_array_equal(got[-1]["steps"], [2, 4, 8])     # counted per active parameter
-    start = np.random.default_rng(0).standard_normal(TOTAL).astype(dtype)
-    assert got[-1]["param"][-1] == start[-1]                        # outside every block: untouched
+def _run(kernel, on_device, dtype, names, grads, call):
+    """Three steps of ``call(kernel, arrs, tables, g, active)`` from ``_state(dtype, names)``;
+    the host copies of every array after each step."""
+    return run_steps(lambda a, tables, g, active: call(kernel, a, tables, g, active), _state(dtype, names),
+                     on_device, grads)
 
 
 def _check(dtype, names, call):
     grads = _grads(dtype)
-    ref = _run(getattr(C, call.cpu), False, _state(dtype, names), _blocks(), grads, call)
-    got = _run(getattr(G, call.gpu), True, _state(dtype, names), _blocks(), grads, call)
-    _compare(got, ref, dtype)
+    ref = _run(getattr(C, call.cpu), False, dtype, names, grads, call)
+    got = _run(getattr(G, call.gpu), True, dtype, names, grads, call)
+    check_steps(got, ref, dtype)
     return got
 
 
 def _check_half(names, call16, call32):
     grads = _grads(np.float16)
-    ref = _run(getattr(C, call32.cpu), False, _state(np.float32, names), _blocks(), grads.astype(np.float32),
-               call32)
-    got = _run(getattr(G, call16.gpu), True, _state(np.float16, names), _blocks(), grads, call16)
-    for name in ref[-1]:
-        np.testing.assert_allclose(got[-1][name].astype(np.float32), ref[-1][name], err_msg=name, **TOL16)
-    assert got[-1]["param"].dtype == np.float16
-
-
-def _as_f32(scal):
-    """The CPU reference of a half arena sees the same (half-rounded) scalars, in float32."""
-    return tuple(np.float32(s) if isinstance(s, np.float16) else s for s in scal)
+    ref = _run(getattr(C, call32.cpu), False, np.float32, names, grads.astype(np.float32), call32)
+    got = _run(getattr(G, call16.gpu), True, np.float16, names, grads, call16)
+    check_half(got, ref)
 
 
 # ---- RMSprop ------------------------------------------------------------------------------------
@@ -131,7 +104,7 @@ def test_rmsprop_matches_cpu(dtype, case):
 
 def test_rmsprop_float16_arena_matches_float32_cpu():
     c16 = _rmsprop_call(np.float16, lr=0.05, eps=1e-4, **RMS_CASES["centered_momentum_wd_maximize"])
-    _check_half(RMS_NAMES, c16, _rmsprop_caller(_as_f32(c16.scal)))
+    _check_half(RMS_NAMES, c16, _rmsprop_caller(as_f32(c16.scal)))
 
 
 # ---- Adagrad ------------------------------------------------------------------------------------
@@ -165,7 +138,7 @@ def test_adagrad_matches_cpu(dtype, case):
 
 def test_adagrad_float16_arena_matches_float32_cpu():
     c16 = _adagrad_call(np.float16, lr=0.1, eps=1e-4, **ADAGRAD_CASES["lr_decay_wd_maximize"])
-    _check_half(("sum",), c16, _adagrad_caller(_as_f32(c16.scal)))
+    _check_half(("sum",), c16, _adagrad_caller(as_f32(c16.scal)))
 
 
 # ---- Adadelta -----------------------------------------------------------------------------------
@@ -195,7 +168,7 @@ def test_adadelta_matches_cpu(dtype, case):
 
 def test_adadelta_float16_arena_matches_float32_cpu():
     c16 = _adadelta_call(np.float16, eps=1e-4, **ADADELTA_CASES["wd_maximize"])
-    _check_half(("square_avg", "acc_delta"), c16, _adadelta_caller(_as_f32(c16.scal)))
+    _check_half(("square_avg", "acc_delta"), c16, _adadelta_caller(as_f32(c16.scal)))
 
 
 # ---- the optimizers on CUDA parameters ----------------------------------------------------------
@@ -250,4 +223,5 @@ def test_launchers_mirror_cpu_signatures():
 
 @pytest.mark.skipif(SIM, reason="compile_ptx cannot run under the CUDA simulator")
 def test_optim_adaptive_kernels_compile_to_ptx():
-    check_kernels_compile_to_ptx(G, 5)
+    # RMSprop's and Adadelta's element kernels, Adagrad's two (their steps: optim.py's counter)
+    check_kernels_compile_to_ptx(G, 4)

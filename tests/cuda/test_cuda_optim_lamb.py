@@ -20,7 +20,8 @@ cuda = pytest.importorskip("numba.cuda")
 from numbagrad.kernels.cpu import optim_lamb as C  # noqa: E402
 from numbagrad.kernels.cuda import optim_lamb as G  # noqa: E402
 from optest import check_kernels_compile_to_ptx, check_launchers_mirror_cpu  # noqa: E402
-from test_cuda_optim import ACTIVE, SIZES, TOL, TOL16, TOTAL, _blocks, _grads  # noqa: E402
+from test_cuda_optim import (SIZES, TOL, TOTAL, _blocks, _grads, _start_param, as_f32, check_half,  # noqa: E402
+                             check_steps, run_steps)
 
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
 NBLK = len(_blocks()[0])
@@ -39,25 +40,14 @@ def _lamb_scalars(dtype, lr, betas=(0.9, 0.999), eps=1e-6, wd=0.0, clamp=10.0, b
 
 def _run_lamb(kernel, on_device, dtype, scal, grads):
     """Three steps; the host arrays of ``LAMB_NAMES`` after each."""
-    n = len(SIZES)
     adapt = scal[12]
-    rng = np.random.default_rng(0)
-    arrs = [rng.standard_normal(TOTAL).astype(dtype), np.zeros(TOTAL, dtype), np.zeros(TOTAL, dtype),
-            np.zeros(TOTAL, dtype), np.array([0, 2, 5], np.float32), np.zeros(2 * n, dtype), np.zeros(2 * NBLK)]
-    tables = _blocks()
-    if on_device:
-        arrs = [cuda.to_device(a) for a in arrs]
-        tables = [cuda.to_device(a) for a in tables]
-    p, m, v, upd, steps, seg, part = arrs
-    out = []
-    for k, act in enumerate(ACTIVE):
-        g = grads[k]
-        active = np.array(act, np.uint8)
-        if on_device:
-            g, active = cuda.to_device(g), cuda.to_device(active)
+    arrs = [_start_param(dtype), np.zeros(TOTAL, dtype), np.zeros(TOTAL, dtype), np.zeros(TOTAL, dtype),
+            np.array([0, 2, 5], np.float32), np.zeros(2 * len(SIZES), dtype), np.zeros(2 * NBLK)]
+
+    def call(a, tables, g, active):
+        p, m, v, upd, steps, seg, part = a
         kernel(p, g, m, v, upd if adapt else g, *tables, active, steps, seg, part, *scal)
-        out.append([a.copy_to_host() if on_device else a.copy() for a in arrs])
-    return out
+    return run_steps(call, arrs, on_device, grads)
 
 
 LAMB_CASES = {
@@ -77,16 +67,9 @@ def test_lamb_matches_cpu(dtype, case):
     grads = _grads(dtype)
     ref = _run_lamb(C._lamb_step_cpu, False, dtype, scal, grads)
     got = _run_lamb(G._lamb_step_cuda, True, dtype, scal, grads)
-    for k in range(len(ACTIVE)):
-        for name, g, r in zip(LAMB_NAMES, got[k], ref[k]):
-            assert g.dtype == r.dtype
-            np.testing.assert_allclose(g, r, err_msg=f"step {k}: {name}", **TOL[dtype])
-    final = got[-1]
-    np.testing.assert_array_equal(final[4], [2, 4, 8])  # steps counted per active parameter
-    start = np.random.default_rng(0).standard_normal(TOTAL).astype(dtype)
-    assert final[0][-1] == start[-1]                     # outside every block: untouched
+    check_steps(got, ref, dtype, LAMB_NAMES)
     if not scal[12]:
-        assert not final[3].any() and not final[6].any()  # no adaptation: no scratch written
+        assert not got[-1][3].any() and not got[-1][6].any()  # no adaptation: no scratch written
 
 
 def test_lamb_partials_with_several_thread_blocks(monkeypatch):
@@ -104,14 +87,10 @@ def test_lamb_partials_with_several_thread_blocks(monkeypatch):
 def test_lamb_float16_arena_matches_float32_cpu(case):
     kw = dict(LAMB_CASES[case], eps=1e-3)
     scal16 = _lamb_scalars(np.float16, **kw)
-    scal32 = tuple(np.float32(s) if isinstance(s, np.float16) else s for s in scal16)
     grads = _grads(np.float16)
-    ref = _run_lamb(C._lamb_step_cpu, False, np.float32, scal32, grads.astype(np.float32))
+    ref = _run_lamb(C._lamb_step_cpu, False, np.float32, as_f32(scal16), grads.astype(np.float32))
     got = _run_lamb(G._lamb_step_cuda, True, np.float16, scal16, grads)
-    for name, g, r in zip(LAMB_NAMES, got[-1], ref[-1]):
-        np.testing.assert_allclose(np.asarray(g, np.float64), r, err_msg=name,
-                                   **(TOL16 if name != "blk_part" else dict(rtol=2e-2, atol=1e-2)))
-    assert got[-1][0].dtype == np.float16
+    check_half(got, ref, LAMB_NAMES, tol={"blk_part": dict(rtol=2e-2, atol=1e-2)})
 
 
 def _lion_scalars(dtype, lr, betas=(0.9, 0.99), wd=0.0, maximize=False):
@@ -120,23 +99,15 @@ def _lion_scalars(dtype, lr, betas=(0.9, 0.99), wd=0.0, maximize=False):
     return (t(-lr), t(b1), t(1.0 - b1), t(b2), t(1.0 - b2), t(1.0 - lr * wd), t(-1.0 if maximize else 1.0))
 
 
+LION_NAMES = ["param", "exp_avg", "steps"]
+
+
 def _run_lion(kernel, on_device, dtype, scal, grads):
-    arrs = [np.random.default_rng(0).standard_normal(TOTAL).astype(dtype), np.zeros(TOTAL, dtype),
-            np.array([0, 2, 5], np.float32)]
-    tables = _blocks()
-    if on_device:
-        arrs = [cuda.to_device(a) for a in arrs]
-        tables = [cuda.to_device(a) for a in tables]
-    p, m, steps = arrs
-    out = []
-    for k, act in enumerate(ACTIVE):
-        g = grads[k]
-        active = np.array(act, np.uint8)
-        if on_device:
-            g, active = cuda.to_device(g), cuda.to_device(active)
+    def call(a, tables, g, active):
+        p, m, steps = a
         kernel(p, g, m, *tables, active, steps, *scal)
-        out.append([a.copy_to_host() if on_device else a.copy() for a in arrs])
-    return out
+    return run_steps(call, [_start_param(dtype), np.zeros(TOTAL, dtype), np.array([0, 2, 5], np.float32)],
+                     on_device, grads)
 
 
 LION_CASES = {
@@ -153,22 +124,15 @@ def test_lion_matches_cpu(dtype, case):
     grads = _grads(dtype)
     ref = _run_lion(C._lion_step_cpu, False, dtype, scal, grads)
     got = _run_lion(G._lion_step_cuda, True, dtype, scal, grads)
-    for k in range(len(ACTIVE)):
-        for name, g, r in zip(["param", "exp_avg", "steps"], got[k], ref[k]):
-            np.testing.assert_allclose(g, r, err_msg=f"step {k}: {name}", **TOL[dtype])
-    np.testing.assert_array_equal(got[-1][2], [2, 4, 8])
-    start = np.random.default_rng(0).standard_normal(TOTAL).astype(dtype)
-    assert got[-1][0][-1] == start[-1]
+    check_steps(got, ref, dtype, LION_NAMES)
 
 
 def test_lion_float16_arena_matches_float32_cpu():
     scal16 = _lion_scalars(np.float16, **LION_CASES["wd_maximize"])
-    scal32 = tuple(np.float32(s) for s in scal16)
     grads = _grads(np.float16)
-    ref = _run_lion(C._lion_step_cpu, False, np.float32, scal32, grads.astype(np.float32))
+    ref = _run_lion(C._lion_step_cpu, False, np.float32, as_f32(scal16), grads.astype(np.float32))
     got = _run_lion(G._lion_step_cuda, True, np.float16, scal16, grads)
-    for g, r in zip(got[-1], ref[-1]):
-        np.testing.assert_allclose(g.astype(np.float32), r, **TOL16)
+    check_half(got, ref, LION_NAMES)
 
 
 @pytest.mark.parametrize("make", ["lamb", "lion"])
@@ -204,4 +168,5 @@ def test_launchers_mirror_cpu_signatures():
 
 @pytest.mark.skipif(SIM, reason="compile_ptx cannot run under the CUDA simulator")
 def test_optim_lamb_kernels_compile_to_ptx():
-    check_kernels_compile_to_ptx(G, 6)
+    # LAMB's four and Lion's element kernel (its steps: optim.py's counter)
+    check_kernels_compile_to_ptx(G, 5)

@@ -3,14 +3,11 @@
 100 steps (float32 to 1e-6, float64 to 1e-10, ``optimkit.TOL``) for every option, a
 plain NumPy per-tensor reference written from the algorithms' formulas, state_dict
 round trips and torch's layout, convergence, no recompilation, constructor checks."""
-import copy
-
 import numpy as np
 import pytest
 
 import numbagrad as ng
 from numbagrad import nn
-from numbagrad.backend import config
 from numbagrad.kernels.cpu import optim_adamx as K
 from numbagrad.optim.adamax import Adamax
 from numbagrad.optim.nadam import NAdam
@@ -67,11 +64,7 @@ def test_matches_torch(name, kw, dtype):
 def test_missing_grads_are_skipped_like_torch(name, dtype):
     kw = dict(lr=1e-2, weight_decay=0.05, betas=(0.9, 0.99))
     P, T, o1, o2 = optimkit.run_parity(NG[name], TORCH[name], kw, dtype, torch, skips=SKIPS)
-    tol = optimkit.TOL[dtype]
-    for p, t in zip(P, T):
-        assert list(o1.state[p]) == list(o2.state[t])
-        for key, val in o2.state[t].items():
-            np.testing.assert_allclose(o1.state[p][key].numpy(), val.numpy(), err_msg=key, **tol)
+    optimkit.assert_state_close(o1, o2, P, T, optimkit.TOL[dtype])
     n3 = sum(3 not in SKIPS.get(k, ()) for k in range(optimkit.STEPS))
     assert o1.state[P[3]]["step"].item() == o2.state[T[3]]["step"].item() == n3
 
@@ -88,18 +81,11 @@ def test_foreach_and_capturable_are_accepted(name):
 
 
 def test_large_parameters_use_the_parallel_kernel_and_match_torch():
-    shapes = [(300, 300), (300,), (50, 40)]
-    assert sum(int(np.prod(s)) for s in shapes) >= config.PARALLEL_THRESHOLD
     for name, kw in [("adamax", dict(lr=1e-2, weight_decay=0.1)),
                      ("radam", dict(lr=0.05, betas=(0.5, 0.9), decoupled_weight_decay=True, weight_decay=0.1)),
                      ("nadam", dict(lr=1e-2, maximize=True))]:
-        P, T, grads = optimkit.setup(np.float32, shapes=shapes, steps=5, torch=torch)
-        o1, o2 = NG[name](P, **kw), TORCH[name](T, **kw)
-        for k in range(5):
-            optimkit.set_grads(P, T, grads[k], skip=(1,) if k == 2 else (), torch=torch)
-            o1.step()
-            o2.step()
-        optimkit.assert_close(P, T, np.float32)
+        optimkit.run_parity(NG[name], TORCH[name], kw, np.float32, torch, steps=5, skips={2: (1,)},
+                            shapes=optimkit.LARGE_SHAPES)
 
 
 def test_radam_rectification_switch_is_per_parameter():
@@ -232,13 +218,6 @@ def test_fused_equals_numpy_per_tensor_reference(name, kw):
 
 
 # ---- state dict -------------------------------------------------------------------------
-def _train(o, P, grads, ks, skip=()):
-    for k in ks:
-        for i, (p, g) in enumerate(zip(P, grads[k])):
-            p.grad = None if i in skip else ng.tensor(g)
-        o.step()
-
-
 MAKE = {"adamax": lambda P: Adamax(P, lr=1e-2, weight_decay=0.01),
         "radam": lambda P: RAdam(P, lr=1e-2, weight_decay=0.01, decoupled_weight_decay=True),
         "nadam": lambda P: NAdam(P, lr=1e-2, weight_decay=0.01)}
@@ -246,23 +225,7 @@ MAKE = {"adamax": lambda P: Adamax(P, lr=1e-2, weight_decay=0.01),
 
 @pytest.mark.parametrize("name", list(NG))
 def test_state_dict_round_trip_continues_identically(name):
-    P, _, grads = optimkit.setup(np.float64, steps=20)
-    Q = [nn.Parameter(ng.tensor(p.detach().numpy().copy())) for p in P]
-    a = MAKE[name](P)
-    _train(a, P, grads, range(3), skip=(2,))
-    _train(a, P, grads, range(3, 10))
-    sd = copy.deepcopy(a.state_dict())
-    b = MAKE[name](Q)
-    for p, q in zip(P, Q):
-        q.data[...] = p.data
-    b.load_state_dict(sd)
-    _train(a, P, grads, range(10, 20))
-    _train(b, Q, grads, range(10, 20))
-    for p, q in zip(P, Q):
-        np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
-    for p, q in zip(P, Q):
-        for key in a.state[p]:
-            np.testing.assert_array_equal(a.state[p][key].numpy(), b.state[q][key].numpy())
+    optimkit.check_state_dict_round_trip(MAKE[name], skips={k: (2,) for k in range(3)})
 
 
 @pytest.mark.parametrize("name", list(NG))
@@ -270,45 +233,15 @@ def test_state_dict_layout_matches_torch(name):
     P, T, grads = optimkit.setup(np.float32, steps=3, torch=torch)
     o1, o2 = MAKE[name](P), TORCH[name](T, lr=1e-2, weight_decay=0.01,
                                            **({"decoupled_weight_decay": True} if name == "radam" else {}))
-    for k in range(3):
-        optimkit.set_grads(P, T, grads[k], skip=(2,) if k == 0 else (), torch=torch)
-        o1.step()
-        o2.step()
-    s1, s2 = o1.state_dict(), o2.state_dict()
-    assert list(s1["state"]) == list(s2["state"])
-    for i in s2["state"]:
-        assert list(s1["state"][i]) == list(s2["state"][i])
-        for key, val in s2["state"][i].items():
-            mine = s1["state"][i][key]
-            assert mine.shape == tuple(val.shape), key
-            if val.ndim == 0:
-                assert mine.dtype == np.float32, key  # step and mu_product are float32 scalars
-            np.testing.assert_allclose(mine.numpy(), val.numpy(), rtol=1e-6, atol=1e-7)
-    assert s1["state"][2]["step"].item() == 2.0 and s1["state"][0]["step"].item() == 3.0
-    g1, g2 = s1["param_groups"][0], s2["param_groups"][0]
-    assert sorted(g1) == sorted(g2)
-    for k in g2:
-        assert g1[k] == (list(g2[k]) if k == "params" else g2[k]), k
+    # step and mu_product are float32 scalars, as torch's
+    optimkit.check_state_dict_like_torch(o1, o2, P, T, grads, torch, tol=dict(rtol=1e-6, atol=1e-7))
 
 
 @pytest.mark.parametrize("name", list(NG))
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_load_torch_optimizer_state_then_continue_like_torch(name, dtype):
-    P, T, grads = optimkit.setup(dtype, steps=16, torch=torch)
-    kw = dict(lr=1e-2, betas=(0.8, 0.95))
-    o2 = TORCH[name](T, **kw)
-    for k in range(6):
-        optimkit.set_grads(P, T, grads[k], skip=(1,) if k < 3 else (), torch=torch)
-        o2.step()
-    for p, t in zip(P, T):
-        p.data[...] = t.detach().numpy()
-    o1 = NG[name](P, **kw)
-    o1.load_state_dict(o2.state_dict())
-    for k in range(6, 16):
-        optimkit.set_grads(P, T, grads[k], torch=torch)
-        o1.step()
-        o2.step()
-    optimkit.assert_close(P, T, dtype)
+    P, T, o1, o2 = optimkit.check_load_torch_state(NG[name], TORCH[name], dict(lr=1e-2, betas=(0.8, 0.95)), dtype,
+                                                   torch, steps=16, skips={k: (1,) for k in range(3)})
     if name == "nadam":
         for p, t in zip(P, T):
             assert o1.state[p]["mu_product"].item() == o2.state[t]["mu_product"].item()
@@ -321,12 +254,12 @@ def test_nadam_mu_product_survives_an_arena_rebuild():
     P, _, grads = optimkit.setup(np.float64, steps=10)
     Q = [nn.Parameter(ng.tensor(p.detach().numpy().copy())) for p in P]
     a, b = NAdam(P, lr=1e-2), NAdam(Q, lr=1e-2)
-    _train(a, P, grads, range(4), skip=(1,))
-    _train(b, Q, grads, range(4), skip=(1,))
+    optimkit.train(a, P, grads, range(4), skip=(1,))
+    optimkit.train(b, Q, grads, range(4), skip=(1,))
     for q in Q:
         q.data = q.data.copy()
-    _train(a, P, grads, range(4, 10))
-    _train(b, Q, grads, range(4, 10))
+    optimkit.train(a, P, grads, range(4, 10))
+    optimkit.train(b, Q, grads, range(4, 10))
     for p, q in zip(P, Q):
         np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
         assert a.state[p]["mu_product"].item() == b.state[q]["mu_product"].item()
@@ -354,15 +287,8 @@ def test_converges(name, problem, make, steps, atol):
 # ---- the fused kernels ------------------------------------------------------------------
 @pytest.mark.parametrize("name", list(NG))
 def test_second_step_compiles_nothing_new(name):
-    P, _, grads = optimkit.setup(np.float32, steps=3)
-    o = NG[name](P, lr=1e-3)
-    _train(o, P, grads, [0])
-    before = optimkit.signature_counts(KERNEL[name])
-    _train(o, P, grads, [1, 2], skip=(1,))
-    o.param_groups[0]["lr"] = 1  # an int lr must not compile a new signature either
-    o.param_groups[0]["weight_decay"] = 1
-    _train(o, P, grads, [0])
-    assert optimkit.signature_counts(KERNEL[name]) == before
+    optimkit.check_no_recompile(lambda P: NG[name](P, lr=1e-3), [KERNEL[name]], bump=("lr", "weight_decay"),
+                                skip=(1,))
 
 
 @pytest.mark.parametrize("name", list(NG))
@@ -383,21 +309,11 @@ def test_parameters_live_in_one_flat_arena(name):
 @pytest.mark.parametrize("name", list(NG))
 def test_constructor_validation(name):
     cls = NG[name]
+    optimkit.check_constructor_rejects(cls, [(dict(lr=-1), "Invalid learning rate: -1"),
+                                             (dict(eps=-0.1), "Invalid epsilon value: -0.1"), *optimkit.BETAS_BAD,
+                                             (dict(weight_decay=-1), "Invalid weight_decay value: -1")],
+                                       TORCH[name], torch)
     p = nn.Parameter(ng.ones(2))
-    with pytest.raises(ValueError, match="Invalid learning rate: -1"):
-        cls([p], lr=-1)
-    with pytest.raises(ValueError, match="Invalid epsilon value: -0.1"):
-        cls([p], eps=-0.1)
-    with pytest.raises(ValueError, match="Invalid beta parameter at index 0: 1.0"):
-        cls([p], betas=(1.0, 0.9))
-    with pytest.raises(ValueError, match="Invalid beta parameter at index 1: -0.5"):
-        cls([p], betas=(0.9, -0.5))
-    with pytest.raises(ValueError, match="Invalid weight_decay value: -1"):
-        cls([p], weight_decay=-1)
-    with pytest.raises(NotImplementedError, match="differentiable"):
-        cls([p], differentiable=True)
-    with pytest.raises(ValueError, match="empty parameter list"):
-        cls([])
     o = cls([p], foreach=True, capturable=True)
     tp = torch.nn.Parameter(torch.ones(2))
     assert o.defaults == TORCH[name]([tp], foreach=True, capturable=True).defaults

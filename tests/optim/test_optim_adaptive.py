@@ -10,7 +10,6 @@ import pytest
 
 import numbagrad as ng
 from numbagrad import nn
-from numbagrad.backend import config
 from numbagrad.kernels.cpu import optim_adaptive as kad
 from numbagrad.optim.adadelta import Adadelta
 from numbagrad.optim.adagrad import Adagrad
@@ -19,7 +18,7 @@ from numbagrad.optim.rmsprop import RMSprop
 torch = pytest.importorskip("torch")
 
 import optimkit  # noqa: E402
-from optimkit import assert_close, converge, setup, signature_counts  # noqa: E402
+from optimkit import assert_close, converge, setup  # noqa: E402
 
 CLASSES = {"RMSprop": (RMSprop, torch.optim.RMSprop), "Adagrad": (Adagrad, torch.optim.Adagrad),
            "Adadelta": (Adadelta, torch.optim.Adadelta)}
@@ -47,13 +46,6 @@ def _ids(cases):
 
 def _set_grads(P, T, grads_k, skip=()):
     optimkit.set_grads(P, T, grads_k, skip, torch=torch)
-
-
-def _train(o, P, grads, ks):
-    for k in ks:
-        for p, g in zip(P, grads[k]):
-            p.grad = ng.tensor(g)
-        o.step()
 
 
 # ---- torch parity ------------------------------------------------------------------------
@@ -110,46 +102,22 @@ def test_missing_grads_are_skipped_like_torch(name, kw):
     ng_cls, t_cls = CLASSES[name]
     for dtype in (np.float32, np.float64):
         P, T, o1, o2 = optimkit.run_parity(ng_cls, t_cls, kw, dtype, torch, steps=30, skips=skips)
-        for p, t in zip(P, T):
-            assert list(o1.state[p]) == list(o2.state[t])
-            for key, val in o2.state[t].items():
-                np.testing.assert_allclose(o1.state[p][key].numpy(), val.numpy(),
-                                           **optimkit.TOL[np.dtype(dtype).type])
+        optimkit.assert_state_close(o1, o2, P, T, optimkit.TOL[dtype])
         assert o1.state[P[1]]["step"].item() == 27.0 and o1.state[P[0]]["step"].item() == 28.0
 
 
 def test_param_groups_and_lr_changes_match_torch():
     for name, kw in [("RMSprop", dict(lr=1e-2, momentum=0.9)), ("Adagrad", dict(lr=0.1, lr_decay=0.1)),
                      ("Adadelta", dict(lr=1.0))]:
-        P, T, grads = setup(np.float64, steps=10, torch=torch)
-        ng_cls, t_cls = CLASSES[name]
-        o1 = ng_cls([{"params": P[:2]}, {"params": P[2:], "lr": 0.05, "weight_decay": 0.01}], **kw)
-        o2 = t_cls([{"params": T[:2]}, {"params": T[2:], "lr": 0.05, "weight_decay": 0.01}], **kw)
-        for k in range(10):
-            _set_grads(P, T, grads[k])
-            if k == 5:
-                for g1, g2 in zip(o1.param_groups, o2.param_groups):
-                    g1["lr"] *= 0.5  # schedulers change lr between steps
-                    g2["lr"] *= 0.5
-            o1.step()
-            o2.step()
-        assert_close(P, T, np.float64)
+        optimkit.check_param_groups_like_torch(*CLASSES[name], kw, torch, second=dict(lr=0.05, weight_decay=0.01))
 
 
 def test_large_parameters_use_the_parallel_kernel_and_match_torch():
-    shapes = [(300, 300), (300,), (50, 40)]
-    assert sum(int(np.prod(s)) for s in shapes) >= config.PARALLEL_THRESHOLD
     for name, kw in [("RMSprop", dict(lr=1e-3, momentum=0.9, centered=True)),
                      ("Adagrad", dict(lr=0.1, lr_decay=0.1, initial_accumulator_value=0.1)),
                      ("Adadelta", dict(weight_decay=0.01))]:
-        ng_cls, t_cls = CLASSES[name]
-        P, T, grads = setup(np.float32, shapes=shapes, steps=5, torch=torch)
-        o1, o2 = ng_cls(P, **kw), t_cls(T, **kw)
-        for k in range(5):
-            _set_grads(P, T, grads[k], skip=(1,) if k == 2 else ())
-            o1.step()
-            o2.step()
-        assert_close(P, T, np.float32)
+        optimkit.run_parity(*CLASSES[name], kw, np.float32, torch, steps=5, skips={2: (1,)},
+                            shapes=optimkit.LARGE_SHAPES)
 
 
 # ---- Adagrad's state from the constructor ------------------------------------------------------
@@ -302,23 +270,7 @@ SD_MAKERS = {
 
 @pytest.mark.parametrize("which", list(SD_MAKERS))
 def test_state_dict_round_trip_continues_identically(which):
-    make = SD_MAKERS[which]
-    P, _, grads = setup(np.float64, steps=20)
-    Q = [nn.Parameter(ng.tensor(p.detach().numpy().copy())) for p in P]
-    a = make(P)
-    _train(a, P, grads, range(10))
-    sd = copy.deepcopy(a.state_dict())
-    b = make(Q)
-    for p, q in zip(P, Q):
-        q.data[...] = p.data
-    b.load_state_dict(sd)
-    _train(a, P, grads, range(10, 20))
-    _train(b, Q, grads, range(10, 20))
-    for p, q in zip(P, Q):
-        np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
-    for i in range(len(P)):
-        for key, val in a.state[P[i]].items():
-            np.testing.assert_array_equal(b.state[Q[i]][key].numpy(), val.numpy())
+    optimkit.check_state_dict_round_trip(SD_MAKERS[which])
 
 
 LAYOUT_CASES = [("RMSprop", dict(lr=1e-2, momentum=0.9, centered=True), ["step", "square_avg", "momentum_buffer",
@@ -332,45 +284,15 @@ LAYOUT_CASES = [("RMSprop", dict(lr=1e-2, momentum=0.9, centered=True), ["step",
 def test_state_dict_layout_matches_torch(name, kw, keys):
     ng_cls, t_cls = CLASSES[name]
     P, T, grads = setup(np.float32, steps=3, torch=torch)
-    o1, o2 = ng_cls(P, **kw), t_cls(T, **kw)
-    for k in range(3):
-        _set_grads(P, T, grads[k], skip=(2,) if k == 0 else ())
-        o1.step()
-        o2.step()
-    s1, s2 = o1.state_dict(), o2.state_dict()
-    assert list(s1["state"]) == list(s2["state"])
-    for i in s2["state"]:
-        assert list(s1["state"][i]) == list(s2["state"][i]) == keys
-        for key in keys:
-            a, b = s1["state"][i][key], s2["state"][i][key]
-            assert a.shape == tuple(b.shape) and a.dtype == np.dtype(str(b.dtype).replace("torch.", ""))
-            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-7)
-    assert s1["state"][2]["step"].item() == 2.0 and s1["state"][0]["step"].item() == 3.0
-    g1, g2 = s1["param_groups"][0], s2["param_groups"][0]
-    assert set(g1) == set(g2)
-    for key in g2:
-        assert g1[key] == g2[key], key
+    s1, _ = optimkit.check_state_dict_like_torch(ng_cls(P, **kw), t_cls(T, **kw), P, T, grads, torch)
+    assert all(list(st) == keys for st in s1["state"].values())
 
 
 @pytest.mark.parametrize("name,kw", [("RMSprop", dict(lr=1e-2, momentum=0.9, centered=True)),
                                      ("Adagrad", dict(lr=0.1, lr_decay=0.01)), ("Adadelta", dict(weight_decay=0.1))],
                          ids=["RMSprop", "Adagrad", "Adadelta"])
 def test_load_torch_optimizer_state_then_continue_like_torch(name, kw):
-    ng_cls, t_cls = CLASSES[name]
-    P, T, grads = setup(np.float64, steps=12, torch=torch)
-    o2 = t_cls(T, **kw)
-    for k in range(6):
-        _set_grads(P, T, grads[k], skip=(3,) if k == 1 else ())
-        o2.step()
-    for p, t in zip(P, T):
-        p.data[...] = t.detach().numpy()
-    o1 = ng_cls(P, **kw)
-    o1.load_state_dict(o2.state_dict())
-    for k in range(6, 12):
-        _set_grads(P, T, grads[k])
-        o1.step()
-        o2.step()
-    assert_close(P, T, np.float64)
+    optimkit.check_load_torch_state(*CLASSES[name], kw, np.float64, torch, skips={1: (3,)})
 
 
 # ---- convergence -----------------------------------------------------------------------
@@ -403,15 +325,7 @@ def test_converges(case):
     (lambda P: Adadelta(P), kad._adadelta_step_cpu),
 ], ids=["rmsprop-centered-momentum", "rmsprop", "adagrad", "adadelta"])
 def test_second_step_compiles_nothing_new(make, kernel):
-    P, _, grads = setup(np.float32, steps=3)
-    o = make(P)
-    _train(o, P, grads, [0])
-    before = signature_counts(kernel)
-    _train(o, P, grads, [1, 2])
-    o.param_groups[0]["lr"] = 1  # an int lr must not compile a new signature either
-    o.param_groups[0]["weight_decay"] = 1
-    _train(o, P, grads, [0])
-    assert signature_counts(kernel) == before
+    optimkit.check_no_recompile(make, [kernel], bump=("lr", "weight_decay"))
 
 
 # ---- construction ----------------------------------------------------------------------
@@ -429,17 +343,9 @@ def test_constructor_validation_and_defaults():
                                  ("rho", -0.1, "Invalid rho value"), ("eps", -1, "Invalid epsilon value"),
                                  ("weight_decay", -1, "Invalid weight_decay value")])]:
         t_cls = getattr(torch.optim, cls.__name__)
-        tp = torch.nn.Parameter(torch.ones(2))
-        for arg, val, msg in bad:
-            with pytest.raises(ValueError, match=msg):
-                cls([p], **{arg: val})
-            with pytest.raises(ValueError, match=msg):  # the same check in torch
-                t_cls([tp], **{arg: val})
-        with pytest.raises(NotImplementedError, match="differentiable"):
-            cls([p], differentiable=True)
-        with pytest.raises(ValueError, match="empty parameter list"):
-            cls([])
+        optimkit.check_constructor_rejects(cls, [({arg: val}, msg) for arg, val, msg in bad], t_cls, torch)
         # defaults and group keys as torch's
+        tp = torch.nn.Parameter(torch.ones(2))
         o, to = cls([p]), t_cls([tp])
         g, tg = dict(o.param_groups[0]), dict(to.param_groups[0])
         del g["params"], tg["params"]

@@ -16,7 +16,6 @@ import pytest
 
 import numbagrad as ng
 from numbagrad import nn
-from numbagrad.backend import config
 from numbagrad.kernels.cpu import optim_lamb as K
 from numbagrad.optim.lamb import Lamb
 from numbagrad.optim.lion import Lion
@@ -24,7 +23,7 @@ from numbagrad.optim.lion import Lion
 torch = pytest.importorskip("torch")
 
 import optimkit  # noqa: E402
-from optimkit import converge, setup, signature_counts  # noqa: E402
+from optimkit import converge, setup, train  # noqa: E402
 
 TOL64 = dict(rtol=1e-12, atol=1e-12)
 TOL32 = dict(rtol=2e-5, atol=2e-5)
@@ -158,11 +157,7 @@ def test_lion_matches_reference(kw, dtype):
                          ids=["lamb_adapt", "lamb_plain", "lion"])
 def test_missing_grads_are_skipped(ng_cls, ref_cls, kw, dtype):
     P, T, o1, o2 = _parity(ng_cls, ref_cls, kw, dtype, steps=50, skips=SKIPS)
-    for p, t in zip(P, T):
-        assert o1.state[p]["step"].item() == o2.state[t]["step"].item()
-        for key, val in o2.state[t].items():
-            np.testing.assert_allclose(o1.state[p][key].numpy(), val.numpy(), **(TOL64 if dtype == np.float64
-                                                                                  else TOL32))
+    optimkit.assert_state_close(o1, o2, P, T, TOL64 if dtype == np.float64 else TOL32)
     assert o1.state[P[3]]["step"].item() == 47 and o1.state[P[0]]["step"].item() == 48
 
 
@@ -199,15 +194,7 @@ def test_lion_sign_of_zero_is_zero_and_nan_propagates():
                                                (Lion, _RefLion, dict(lr=1e-3, weight_decay=0.1))],
                          ids=["lamb", "lion"])
 def test_large_parameters_span_blocks_and_use_the_parallel_kernel(ng_cls, ref_cls, kw):
-    shapes = [(300, 300), (300,), (50, 40)]  # the first parameter spans six blocks
-    assert sum(int(np.prod(s)) for s in shapes) >= config.PARALLEL_THRESHOLD
-    P, T, grads = setup(np.float64, shapes=shapes, steps=4, torch=torch)
-    o1, o2 = ng_cls(P, **kw), ref_cls(T, **kw)
-    for k in range(4):
-        optimkit.set_grads(P, T, grads[k], torch=torch)
-        o1.step()
-        o2.step()
-    optimkit.assert_close(P, T, np.float64, TOL64)
+    _parity(ng_cls, ref_cls, kw, np.float64, steps=4, shapes=optimkit.LARGE_SHAPES)
 
 
 def _arena_args(dtype, kind, seed=0):
@@ -252,34 +239,13 @@ def test_serial_and_parallel_twins_are_bit_identical(kind):
 
 
 # ---- state dict -----------------------------------------------------------------------------
-def _train(o, P, grads, ks):
-    for k in ks:
-        for p, g in zip(P, grads[k]):
-            p.grad = ng.tensor(g)
-        o.step()
-
-
 MAKERS = [lambda P: Lamb(P, lr=1e-2, weight_decay=0.05), lambda P: Lamb(P, lr=1e-2),
           lambda P: Lion(P, lr=1e-2, weight_decay=0.1)]
 
 
 @pytest.mark.parametrize("make", MAKERS, ids=["lamb_adapt", "lamb_plain", "lion"])
 def test_state_dict_round_trip_continues_identically(make):
-    P, _, grads = setup(np.float32, steps=20)
-    Q = [nn.Parameter(ng.tensor(p.detach().numpy().copy())) for p in P]
-    a = make(P)
-    _train(a, P, grads, range(10))
-    sd = copy.deepcopy(a.state_dict())
-    b = make(Q)
-    for p, q in zip(P, Q):
-        q.data[...] = p.data
-    b.load_state_dict(sd)
-    _train(a, P, grads, range(10, 20))
-    _train(b, Q, grads, range(10, 20))
-    for p, q in zip(P, Q):
-        np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
-    for key in a.state[P[0]]:
-        np.testing.assert_array_equal(a.state[P[0]][key].numpy(), b.state[Q[0]][key].numpy())
+    optimkit.check_state_dict_round_trip(make, np.float32)
 
 
 @pytest.mark.parametrize("ng_cls,ref_cls,kw,keys",
@@ -288,19 +254,10 @@ def test_state_dict_round_trip_continues_identically(make):
 def test_state_dict_layout_and_loading_a_torch_state_dict(ng_cls, ref_cls, kw, keys):
     P, T, grads = setup(np.float64, steps=12, torch=torch)
     o1, o2 = ng_cls(P, **kw), ref_cls(T, **kw)
-    for k in range(3):
-        optimkit.set_grads(P, T, grads[k], skip=(2,) if k == 0 else (), torch=torch)
-        o1.step()
-        o2.step()
-    s1, s2 = o1.state_dict(), o2.state_dict()
-    assert list(s1["state"]) == list(s2["state"]) == [0, 1, 3, 4, 2]  # first-step order, as torch
-    for i in s2["state"]:
-        assert list(s1["state"][i]) == list(s2["state"][i]) == keys
-        assert s1["state"][i]["step"].dtype == np.float32 and s1["state"][i]["step"].shape == ()
-        for key in keys:
-            np.testing.assert_allclose(s1["state"][i][key].numpy(), s2["state"][i][key].numpy(), **TOL64)
-    assert s1["state"][2]["step"].item() == 2.0 and s1["state"][0]["step"].item() == 3.0
-    assert s1["param_groups"] == [{**{k: v for k, v in s2["param_groups"][0].items()}}]
+    s1, s2 = optimkit.check_state_dict_like_torch(o1, o2, P, T, grads, torch, tol=TOL64)
+    assert list(s1["state"]) == [0, 1, 3, 4, 2]  # first-step order, as torch
+    assert all(list(st) == keys for st in s1["state"].values())
+    assert s1["param_groups"] == s2["param_groups"]
     # a torch-side state dict (torch tensors) loads and continues like the reference
     fresh = [nn.Parameter(ng.tensor(t.detach().numpy().copy())) for t in T]
     o3 = ng_cls(fresh, **kw)
@@ -356,44 +313,32 @@ def test_converges(make, problem, steps, atol, closure_style):
                                             (Lion, dict(lr=1e-3), "_lion_step_cpu")],
                          ids=["lamb_adapt", "lamb_plain", "lion"])
 def test_second_step_compiles_nothing_new(ng_cls, kw, kern):
-    kern = getattr(K, kern)
-    P, _, grads = setup(np.float32, steps=3)
-    o = ng_cls(P, **kw)
-    _train(o, P, grads, [0])
-    before = signature_counts(kern)
-    _train(o, P, grads, [1, 2])
-    o.param_groups[0]["lr"] = 1  # an int lr must not compile a new signature either
-    _train(o, P, grads, [0])
-    assert signature_counts(kern) == before
+    optimkit.check_no_recompile(lambda P: ng_cls(P, **kw), [getattr(K, kern)])
 
 
 def test_lamb_scratch_lives_with_the_arena():
     P, _, grads = setup(np.float32, steps=4)
     o = Lamb(P, lr=1e-2)
-    _train(o, P, grads, [0])
-    (arena, scratch), = o._lamb_scratch.values()
-    assert scratch[0][0] is None          # no trust ratio (weight_decay 0): no update buffer
+    train(o, P, grads, [0])
+    (arena,) = o._arenas.values()
+    bucket = arena.buckets[0]
+    assert "update" not in bucket.work   # no trust ratio (weight_decay 0): no update buffer
     o.param_groups[0]["weight_decay"] = 0.1
-    _train(o, P, grads, [1])
-    assert scratch[0][0].shape == arena.buckets[0].param.shape
-    assert "update" not in o.state[P[0]] and "_lamb_scratch" not in o.state_dict()
+    train(o, P, grads, [1])
+    assert bucket.work["update"].shape == bucket.param.shape
+    assert bucket.work["blk_part"].shape == (2 * bucket.blk_start.size,)
+    assert "update" not in o.state[P[0]] and "work" not in str(o.state_dict())
     c = copy.deepcopy(o)                  # the scratch is not pickled; rebuilt on demand
-    _train(c, c.param_groups[0]["params"], grads, [2])
+    train(c, c.param_groups[0]["params"], grads, [2])
 
 
 def test_constructor_validation_and_defaults():
     p = nn.Parameter(ng.ones(2))
     for cls in (Lamb, Lion):
-        with pytest.raises(ValueError, match="Invalid learning rate"):
-            cls([p], lr=-1)
-        with pytest.raises(ValueError, match="beta parameter at index 0"):
-            cls([p], betas=(-0.1, 0.9))
-        with pytest.raises(ValueError, match="beta parameter at index 1"):
-            cls([p], betas=(0.9, 1.5))
-        with pytest.raises(ValueError, match="Invalid weight_decay value"):
-            cls([p], weight_decay=-1)
-        with pytest.raises(NotImplementedError, match="differentiable"):
-            cls([p], differentiable=True)
+        optimkit.check_constructor_rejects(cls, [(dict(lr=-1), "Invalid learning rate"),
+                                                 (dict(betas=(-0.1, 0.9)), "beta parameter at index 0"),
+                                                 (dict(betas=(0.9, 1.5)), "beta parameter at index 1"),
+                                                 (dict(weight_decay=-1), "Invalid weight_decay value")])
         cls([p], foreach=True, fused=True, capturable=True)  # accepted
     with pytest.raises(ValueError, match="beta parameter at index 1"):
         Lamb([p], betas=(0.9, 1.0))        # bias correction divides by 1 - beta2**t

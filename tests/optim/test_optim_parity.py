@@ -1,7 +1,6 @@
 """SGD / Adam / AdamW: step-for-step equality with torch.optim over 100 steps (float32 to
 1e-6, see ``optimkit.TOL``), a plain NumPy per-tensor reference, state_dict round
 trips, convergence, and the fused arena."""
-import copy
 import math
 
 import numpy as np
@@ -9,12 +8,11 @@ import pytest
 
 import numbagrad as ng
 from numbagrad import nn, optim
-from numbagrad.backend import config
 from numbagrad.kernels.cpu import optim as kopt
 
 torch = pytest.importorskip("torch")
 
-from optimkit import SHAPES, STEPS, assert_close, converge, setup, signature_counts  # noqa: F401
+from optimkit import SHAPES, STEPS, assert_close, converge, setup, train  # noqa: F401
 import optimkit
 
 
@@ -30,8 +28,8 @@ def _assert_close(P, T, dtype):
     assert_close(P, T, dtype)
 
 
-def _run_parity(ng_cls, t_cls, kw, dtype, steps=STEPS, skips=None):
-    return optimkit.run_parity(ng_cls, t_cls, kw, dtype, torch, steps=steps, skips=skips)
+def _run_parity(ng_cls, t_cls, kw, dtype, steps=STEPS, skips=None, shapes=SHAPES):
+    return optimkit.run_parity(ng_cls, t_cls, kw, dtype, torch, steps=steps, skips=skips, shapes=shapes)
 
 
 SGD_CASES = [dict(lr=0.1), dict(lr=0.1, momentum=0.9), dict(lr=0.05, momentum=0.9, dampening=0.3),
@@ -62,24 +60,11 @@ def test_missing_grads_are_skipped_like_torch():
                               (optim.AdamW, torch.optim.AdamW, dict(lr=1e-2)),
                               (optim.SGD, torch.optim.SGD, dict(lr=0.1, momentum=0.9, nesterov=True))]:
         P, T, o1, o2 = _run_parity(ng_cls, t_cls, kw, np.float64, steps=12, skips=skips)
-        for i, (p, t) in enumerate(zip(P, T)):
-            for key, val in o2.state[t].items():
-                np.testing.assert_allclose(o1.state[p][key].numpy(), val.numpy(), rtol=1e-10, atol=1e-14)
+        optimkit.assert_state_close(o1, o2, P, T, dict(rtol=1e-10, atol=1e-14))
 
 
 def test_param_groups_match_torch():
-    P, T, grads = _setup(np.float64)
-    o1 = optim.Adam([{"params": P[:2]}, {"params": P[2:], "lr": 0.1, "weight_decay": 0.01}], lr=1e-2)
-    o2 = torch.optim.Adam([{"params": T[:2]}, {"params": T[2:], "lr": 0.1, "weight_decay": 0.01}], lr=1e-2)
-    for k in range(10):
-        _set_grads(P, T, grads[k])
-        if k == 5:
-            for g1, g2 in zip(o1.param_groups, o2.param_groups):
-                g1["lr"] *= 0.5  # schedulers change lr between steps
-                g2["lr"] *= 0.5
-        o1.step()
-        o2.step()
-    _assert_close(P, T, np.float64)
+    o1 = optimkit.check_param_groups_like_torch(optim.Adam, torch.optim.Adam, dict(lr=1e-2), torch)
     assert o1.param_groups[1]["lr"] == 0.05 and o1.param_groups[0]["betas"] == (0.9, 0.999)
 
 
@@ -97,82 +82,30 @@ def test_add_param_group_later():
 
 
 def test_large_parameters_use_the_parallel_kernel_and_match_torch():
-    shapes = [(300, 300), (300,), (50, 40)]
-    assert sum(int(np.prod(s)) for s in shapes) >= config.PARALLEL_THRESHOLD
     for ng_cls, t_cls, kw in [(optim.Adam, torch.optim.Adam, dict(lr=1e-3, amsgrad=True)),
                               (optim.SGD, torch.optim.SGD, dict(lr=0.1, momentum=0.9))]:
-        P, T, grads = _setup(np.float32, shapes=shapes, steps=5)
-        o1, o2 = ng_cls(P, **kw), t_cls(T, **kw)
-        for k in range(5):
-            _set_grads(P, T, grads[k])
-            o1.step()
-            o2.step()
-        _assert_close(P, T, np.float32)
+        _run_parity(ng_cls, t_cls, kw, np.float32, steps=5, shapes=optimkit.LARGE_SHAPES)
 
 
 # ---- state dict -----------------------------------------------------------------------
-def _train(o, P, grads, ks):
-    for k in ks:
-        for p, g in zip(P, grads[k]):
-            p.grad = ng.tensor(g)
-        o.step()
-
-
 @pytest.mark.parametrize("make", [lambda P: optim.Adam(P, lr=1e-2, amsgrad=True),
                                   lambda P: optim.AdamW(P, lr=1e-2),
                                   lambda P: optim.SGD(P, lr=0.1, momentum=0.9, nesterov=True)],
                          ids=["adam", "adamw", "sgd"])
 def test_state_dict_round_trip_continues_identically(make):
-    P, _, grads = _setup(np.float64, steps=20)
-    Q = [nn.Parameter(ng.tensor(p.detach().numpy().copy())) for p in P]
-    a = make(P)
-    _train(a, P, grads, range(10))
-    sd = copy.deepcopy(a.state_dict())
-    b = make(Q)
-    for p, q in zip(P, Q):
-        q.data[...] = p.data
-    b.load_state_dict(sd)
-    _train(a, P, grads, range(10, 20))
-    _train(b, Q, grads, range(10, 20))
-    for p, q in zip(P, Q):
-        np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
+    optimkit.check_state_dict_round_trip(make)
 
 
 def test_state_dict_layout_matches_torch():
     P, T, grads = _setup(np.float32, steps=3)
     o1, o2 = optim.Adam(P, lr=1e-2, amsgrad=True), torch.optim.Adam(T, lr=1e-2, amsgrad=True)
-    for k in range(3):
-        _set_grads(P, T, grads[k], skip=(2,) if k == 0 else ())
-        o1.step()
-        o2.step()
-    s1, s2 = o1.state_dict(), o2.state_dict()
-    assert list(s1["state"]) == list(s2["state"])
-    for i in s2["state"]:
-        assert list(s1["state"][i]) == list(s2["state"][i])
-        for key in s2["state"][i]:
-            np.testing.assert_allclose(s1["state"][i][key].numpy(), s2["state"][i][key].numpy(), rtol=1e-5,
-                                       atol=1e-7)
-    assert s1["state"][2]["step"].item() == 2.0 and s1["state"][0]["step"].item() == 3.0
-    assert s1["param_groups"][0]["params"] == s2["param_groups"][0]["params"] == [0, 1, 2, 3, 4]
-    for k in ("lr", "betas", "eps", "weight_decay", "amsgrad", "maximize"):
-        assert s1["param_groups"][0][k] == s2["param_groups"][0][k]
+    s1, _ = optimkit.check_state_dict_like_torch(o1, o2, P, T, grads, torch, group_keys=(
+        "params", "lr", "betas", "eps", "weight_decay", "amsgrad", "maximize"))
+    assert s1["param_groups"][0]["params"] == [0, 1, 2, 3, 4]
 
 
 def test_load_torch_optimizer_state_then_continue_like_torch():
-    P, T, grads = _setup(np.float64, steps=12)
-    o2 = torch.optim.Adam(T, lr=1e-2)
-    for k in range(6):
-        _set_grads(P, T, grads[k])
-        o2.step()
-    for p, t in zip(P, T):
-        p.data[...] = t.detach().numpy()
-    o1 = optim.Adam(P, lr=1e-2)
-    o1.load_state_dict(o2.state_dict())
-    for k in range(6, 12):
-        _set_grads(P, T, grads[k])
-        o1.step()
-        o2.step()
-    _assert_close(P, T, np.float64)
+    optimkit.check_load_torch_state(optim.Adam, torch.optim.Adam, dict(lr=1e-2), np.float64, torch)
 
 
 def test_load_state_dict_errors():
@@ -230,27 +163,15 @@ def test_fused_equals_numpy_per_tensor_reference(amsgrad, decoupled):
                       decoupled)
     o = (optim.AdamW if decoupled else optim.Adam)(P, lr=1e-2, betas=(0.9, 0.99), weight_decay=0.05,
                                                    amsgrad=amsgrad)
-    _train(o, P, grads, range(15))
+    train(o, P, grads, range(15))
     for p, r in zip(P, ref):
         np.testing.assert_allclose(p.detach().numpy(), r, rtol=1e-12, atol=1e-14)
 
 
 # ---- the fused arena -------------------------------------------------------------------
 def test_second_step_compiles_nothing_new():
-    P, _, grads = _setup(np.float32, steps=3)
-    o = optim.Adam(P, lr=1e-3)
-    _train(o, P, grads, [0])
-    before = (len(kopt._adam_step_cpu.serial.signatures), len(kopt._adam_step_cpu.parallel.signatures))
-    _train(o, P, grads, [1, 2])
-    o.param_groups[0]["lr"] = 1  # an int lr must not compile a new signature either
-    _train(o, P, grads, [0])
-    assert (len(kopt._adam_step_cpu.serial.signatures), len(kopt._adam_step_cpu.parallel.signatures)) == before
-    P2, _, grads2 = _setup(np.float32, steps=2)
-    s = optim.SGD(P2, lr=0.1, momentum=0.9)
-    _train(s, P2, grads2, [0])
-    n = len(kopt._sgd_step_cpu.serial.signatures)
-    _train(s, P2, grads2, [1])
-    assert len(kopt._sgd_step_cpu.serial.signatures) == n
+    optimkit.check_no_recompile(lambda P: optim.Adam(P, lr=1e-3), [kopt._adam_step_cpu])
+    optimkit.check_no_recompile(lambda P: optim.SGD(P, lr=0.1, momentum=0.9), [kopt._sgd_step_cpu])
 
 
 def test_parameters_live_in_one_flat_arena():
@@ -402,8 +323,8 @@ def test_capturable_is_accepted_and_differentiable_is_refused():
     P, _, grads = _setup(np.float32, steps=4)
     Q = [nn.Parameter(ng.tensor(p.detach().numpy().copy())) for p in P]
     a, b = optim.Adam(P, lr=1e-2), optim.Adam(Q, lr=1e-2, capturable=True, foreach=True, fused=True)
-    _train(a, P, grads, range(4))
-    _train(b, Q, grads, range(4))
+    train(a, P, grads, range(4))
+    train(b, Q, grads, range(4))
     for p, q in zip(P, Q):
         np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
     for make in (lambda: optim.Adam(P, differentiable=True), lambda: optim.SGD(P, lr=0.1, differentiable=True)):

@@ -20,14 +20,93 @@ round once for a multiply-add, the kernels call ``fma`` (measured against torch
 value=c)`` is ``fma(c*y, z, x)``, ``addcdiv`` rounds ``x + (c*y)/z`` three times). Then
 SGD follows torch bit for bit, and Adam up to torch's ``sqrt`` (MKL's, within 1 ulp
 but not correctly rounded, so ~0.6% of the denominators differ in the last bit).
+
+The inlined helpers at the top (``step_count``, ``bias_corrections``, ``block_of``,
+``lerp``, ``sq_avg``, ``moments``, ``adam_elem``, ``maximum``...) are shared by every
+optimizer kernel (``optim_adamx.py``, ``optim_adaptive.py``, ``optim_lamb.py``).
 """
 import numpy as np
 from numba import prange
 
-from .._jit import flat_kernel
+from .._jit import flat_kernel, scalar_helper
 from ._fma import fma
 
 
+# ---- shared by the optimizer kernels (kernels/cpu/optim_*.py) -----------------------------------
+@scalar_helper
+def step_count(steps, s):
+    """One more step of parameter ``s``: its float32 count (torch's ``state['step']``) is
+    bumped, and returned in float64 for the per-parameter scalars."""
+    steps[s] += 1.0
+    return np.float64(steps[s])
+
+
+@scalar_helper
+def count_steps(active, steps):
+    """One more step for every active parameter (kernels that only count steps)."""
+    for s in range(active.size):
+        if active[s]:
+            steps[s] += 1.0
+
+
+@scalar_helper
+def bias_corrections(beta1, beta2, st):
+    """``(1 - beta1**st, 1 - beta2**st)`` in float64."""
+    return 1.0 - beta1 ** st, 1.0 - beta2 ** st
+
+
+@scalar_helper
+def block_of(blk_start, blk_end, blk_seg, active, b):
+    """Block ``b`` of the arena as ``(s, lo, hi)``: its parameter and element range, or
+    ``s = -1`` when that parameter has no gradient this step (the block is skipped)."""
+    s = blk_seg[b]
+    if not active[s]:
+        return -1, 0, 0
+    return s, blk_start[b], blk_end[b]
+
+
+@scalar_helper
+def lerp(s, e, w, omw, small):
+    """``torch.lerp(s, e, w)`` rounded as torch: ``fma(w, e - s, s)`` when ``small``
+    (``w < 0.5``), else ``fma(-omw, e - s, e)`` with ``omw = 1 - w``. Written as selects
+    on the loop-invariant ``small``, so loops calling it vectorise."""
+    return fma(w if small else -omw, e - s, s if small else e)
+
+
+@scalar_helper
+def sq_avg(v, x, beta, omb):
+    """A running average of squares as torch rounds ``v.mul_(beta).addcmul_(x, x,
+    value=omb)``: ``fma(omb*x, x, v*beta)``."""
+    return fma(omb * x, x, v * beta)
+
+
+@scalar_helper
+def moments(g, m, v, omb1, omw, b2, omb2, small):
+    """Adam's moments as torch rounds them: ``exp_avg.lerp_(g, 1-beta1)`` and
+    ``exp_avg_sq.mul_(beta2).addcmul_(g, g, value=1-beta2)``."""
+    return lerp(m, g, omb1, omw, small), sq_avg(v, g, b2, omb2)
+
+
+@scalar_helper
+def adam_elem(pp, gg, mm, vv, i, wd, sign, omb1, omw, b2, omb2, small):
+    """Element ``i`` of an Adam-family block (parameter ``pp``, gradient ``gg``, moments
+    ``mm``, ``vv``): the gradient with ``maximize``'s sign and L2 decay
+    (``grad.add(param, alpha=wd)``), the new moments, stored; returns ``(p, g, m, v)``."""
+    p = pp[i]
+    g = fma(p, wd, gg[i] * sign)
+    m, v = moments(g, mm[i], vv[i], omb1, omw, b2, omb2, small)
+    mm[i] = m
+    vv[i] = v
+    return p, g, m, v
+
+
+@scalar_helper
+def maximum(x, y):
+    """``torch.maximum(x, y)``: the larger, NaN when either is NaN."""
+    return y if y > x or y != y else x
+
+
+# ---- Adam / AdamW -------------------------------------------------------------------------------
 @flat_kernel
 def _adam_step_cpu(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq,
                    blk_start, blk_end, blk_seg, active, steps, seg_scal,
@@ -47,62 +126,39 @@ def _adam_step_cpu(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq,
     ``lerp_small`` selects the branch of ``torch.lerp`` (weight < 0.5; the other one
     uses ``omw = 1 - omb1``).
     """
-    nseg = active.size
-    for s in range(nseg):
+    for s in range(active.size):
         if active[s]:
-            steps[s] += 1.0
-            st = np.float64(steps[s])
-            bc1 = 1.0 - beta1 ** st
-            bc2 = 1.0 - beta2 ** st
+            bc1, bc2 = bias_corrections(beta1, beta2, step_count(steps, s))
             seg_scal[2 * s] = -(lr / bc1)
             seg_scal[2 * s + 1] = bc2 ** 0.5
     for b in prange(blk_start.size):
-        s = blk_seg[b]
-        if not active[s]:
+        s, lo, hi = block_of(blk_start, blk_end, blk_seg, active, b)
+        if s < 0:
             continue
         nss = seg_scal[2 * s]
         bc2s = seg_scal[2 * s + 1]
-        lo = blk_start[b]
-        hi = blk_end[b]
         # Zero-based loops over slices: indexing with ``range(lo, hi)`` makes numba emit
         # a negative-index wraparound per access, which blocks SIMD (4x slower).
         pp = param[lo:hi]
         gg = grad[lo:hi]
         mm = exp_avg[lo:hi]
         vv = exp_avg_sq[lo:hi]
+        # Two loops, not a branch per element: a store to max_exp_avg_sq only in one of
+        # them (it is ``exp_avg_sq`` itself without amsgrad).
         if amsgrad:
             xx = max_exp_avg_sq[lo:hi]
             for i in range(hi - lo):
-                p = pp[i]
-                g = fma(p, wd, gg[i] * sign)
-                m = mm[i]
-                if lerp_small:
-                    m = fma(omb1, g - m, m)
-                else:
-                    m = fma(-omw, g - m, g)
-                v = fma(omb2 * g, g, vv[i] * b2)
-                mm[i] = m
-                vv[i] = v
-                vm = xx[i]
-                if v > vm or v != v:
-                    vm = v
+                p, _, m, v = adam_elem(pp, gg, mm, vv, i, wd, sign, omb1, omw, b2, omb2, lerp_small)
+                vm = maximum(xx[i], v)
                 xx[i] = vm
                 pp[i] = p * decay + nss * m / (np.sqrt(vm) / bc2s + eps)
         else:
             for i in range(hi - lo):
-                p = pp[i]
-                g = fma(p, wd, gg[i] * sign)
-                m = mm[i]
-                if lerp_small:
-                    m = fma(omb1, g - m, m)
-                else:
-                    m = fma(-omw, g - m, g)
-                v = fma(omb2 * g, g, vv[i] * b2)
-                mm[i] = m
-                vv[i] = v
+                p, _, m, v = adam_elem(pp, gg, mm, vv, i, wd, sign, omb1, omw, b2, omb2, lerp_small)
                 pp[i] = p * decay + nss * m / (np.sqrt(v) / bc2s + eps)
 
 
+# ---- SGD ---------------------------------------------------------------------------------------
 @flat_kernel
 def _sgd_step_cpu(param, grad, buf, blk_start, blk_end, blk_seg, active, has_buf,
                   neg_lr, momentum, omd, wd, sign, use_momentum, nesterov):
@@ -116,11 +172,9 @@ def _sgd_step_cpu(param, grad, buf, blk_start, blk_end, blk_seg, active, has_buf
     ``use_momentum``.
     """
     for b in prange(blk_start.size):
-        s = blk_seg[b]
-        if not active[s]:
+        s, lo, hi = block_of(blk_start, blk_end, blk_seg, active, b)
+        if s < 0:
             continue
-        lo = blk_start[b]
-        hi = blk_end[b]
         pp = param[lo:hi]
         gg = grad[lo:hi]
         if use_momentum:

@@ -10,7 +10,8 @@ untouched, counters included.
 Each kernel first runs a serial loop over parameters that bumps ``steps`` (float32, as
 torch's ``state['step']``) and computes the per-parameter scalars in float64, as
 PyTorch does on the host with Python floats, then stores them in ``seg_scal`` rounded
-to the parameter dtype (where torch hands them to a float32 tensor op). The element
+to the parameter dtype (where torch hands them to a float32 tensor op). The moments,
+``torch.lerp`` and the step/bias-correction helpers are ``optim.py``'s. The element
 loops follow PyTorch's single-tensor implementations op by op, rounding where torch
 rounds (measured against torch 2.13 on CPU, float32, 1000 random values each):
 
@@ -30,8 +31,9 @@ rounds (measured against torch 2.13 on CPU, float32, 1000 random values each):
 import numpy as np
 from numba import prange
 
-from .._jit import flat_kernel
+from .._jit import flat_kernel, scalar_helper
 from ._fma import fma
+from .optim import adam_elem, bias_corrections, block_of, lerp, maximum, step_count
 
 
 # ---- Adamax ------------------------------------------------------------------------------------
@@ -50,19 +52,14 @@ def _adamax_step_cpu(param, grad, exp_avg, exp_inf, blk_start, blk_end, blk_seg,
     ``u = max(beta2*u, |g| + eps)`` (NaN propagates, as ``torch.maximum``),
     ``p = p + (-clr*m)/u``.
     """
-    nseg = active.size
-    for s in range(nseg):
+    for s in range(active.size):
         if active[s]:
-            steps[s] += 1.0
-            st = np.float64(steps[s])
-            seg_scal[2 * s] = -(lr / (1.0 - beta1 ** st))
+            seg_scal[2 * s] = -(lr / (1.0 - beta1 ** step_count(steps, s)))
     for b in prange(blk_start.size):
-        s = blk_seg[b]
-        if not active[s]:
+        s, lo, hi = block_of(blk_start, blk_end, blk_seg, active, b)
+        if s < 0:
             continue
         nclr = seg_scal[2 * s]
-        lo = blk_start[b]
-        hi = blk_end[b]
         pp = param[lo:hi]
         gg = grad[lo:hi]
         mm = exp_avg[lo:hi]
@@ -70,15 +67,8 @@ def _adamax_step_cpu(param, grad, exp_avg, exp_inf, blk_start, blk_end, blk_seg,
         for i in range(hi - lo):
             p = pp[i]
             g = fma(p, wd, gg[i] * sign)
-            m = mm[i]
-            if lerp_small:
-                m = fma(omb1, g - m, m)
-            else:
-                m = fma(-omw, g - m, g)
-            u = uu[i] * b2
-            a = abs(g) + eps
-            if a > u or a != a:
-                u = a
+            m = lerp(mm[i], g, omb1, omw, lerp_small)
+            u = maximum(uu[i] * b2, abs(g) + eps)
             mm[i] = m
             uu[i] = u
             pp[i] = p + nclr * m / u
@@ -104,14 +94,11 @@ def _radam_step_cpu(param, grad, exp_avg, exp_avg_sq, blk_start, blk_end, blk_se
     ``p -= ((m/bc1)*lr) * (sqrt(bc2) / (sqrt(v) + eps)) * r`` when rectified, else
     ``p -= (m/bc1)*lr``.
     """
-    nseg = active.size
     rho_inf = 2.0 / (1.0 - beta2) - 1.0
-    for s in range(nseg):
+    for s in range(active.size):
         if active[s]:
-            steps[s] += 1.0
-            st = np.float64(steps[s])
-            bc1 = 1.0 - beta1 ** st
-            bc2 = 1.0 - beta2 ** st
+            st = step_count(steps, s)
+            bc1, bc2 = bias_corrections(beta1, beta2, st)
             rho_t = rho_inf - 2.0 * st * (beta2 ** st) / bc2
             rect = 0.0
             if rho_t > 5.0:
@@ -121,47 +108,31 @@ def _radam_step_cpu(param, grad, exp_avg, exp_avg_sq, blk_start, blk_end, blk_se
             seg_scal[3 * s + 2] = rect
     one = type(lr_t)(1.0)  # 1 in the parameter dtype (torch's reciprocal)
     for b in prange(blk_start.size):
-        s = blk_seg[b]
-        if not active[s]:
+        s, lo, hi = block_of(blk_start, blk_end, blk_seg, active, b)
+        if s < 0:
             continue
         bc1 = seg_scal[3 * s]
         bc2s = seg_scal[3 * s + 1]
         rect = seg_scal[3 * s + 2]
-        lo = blk_start[b]
-        hi = blk_end[b]
+        rectified = rect > 0
         pp = param[lo:hi]
         gg = grad[lo:hi]
         mm = exp_avg[lo:hi]
         vv = exp_avg_sq[lo:hi]
-        if rect > 0:
-            for i in range(hi - lo):
-                p = pp[i]
-                g = fma(p, wd, gg[i] * sign)
-                m = mm[i]
-                if lerp_small:
-                    m = fma(omb1, g - m, m)
-                else:
-                    m = fma(-omw, g - m, g)
-                v = fma(omb2 * g, g, vv[i] * b2)
-                mm[i] = m
-                vv[i] = v
-                ada = one / (np.sqrt(v) + eps) * bc2s
-                pp[i] = p * decay - m / bc1 * lr_t * ada * rect
-        else:
-            for i in range(hi - lo):
-                p = pp[i]
-                g = fma(p, wd, gg[i] * sign)
-                m = mm[i]
-                if lerp_small:
-                    m = fma(omb1, g - m, m)
-                else:
-                    m = fma(-omw, g - m, g)
-                mm[i] = m
-                vv[i] = fma(omb2 * g, g, vv[i] * b2)
-                pp[i] = p * decay - m / bc1 * lr_t
+        for i in range(hi - lo):
+            p, _, m, v = adam_elem(pp, gg, mm, vv, i, wd, sign, omb1, omw, b2, omb2, lerp_small)
+            upd = m / bc1 * lr_t
+            ada = one / (np.sqrt(v) + eps) * bc2s
+            pp[i] = p * decay - (upd * ada * rect if rectified else upd)
 
 
 # ---- NAdam -------------------------------------------------------------------------------------
+@scalar_helper
+def _mu(beta1, momentum_decay, t):
+    """NAdam's momentum schedule ``beta1 * (1 - 0.5 * 0.96**(t * momentum_decay))``."""
+    return beta1 * (1.0 - 0.5 * (0.96 ** (t * momentum_decay)))
+
+
 @flat_kernel
 def _nadam_step_cpu(param, grad, exp_avg, exp_avg_sq, blk_start, blk_end, blk_seg, active, steps, mu_product,
                     seg_scal, lr, beta1, beta2, momentum_decay, omb1, omw, b2, omb2, eps, wd, decay, sign,
@@ -179,42 +150,29 @@ def _nadam_step_cpu(param, grad, exp_avg, exp_avg_sq, blk_start, blk_end, blk_se
     Per element: ``m = lerp(m, g, 1-beta1)``, ``v = beta2*v + (1-beta2)*g*g``,
     ``d = sqrt(v/bc2) + eps``, ``p += (c1*g)/d``, ``p += (c2*m)/d``.
     """
-    nseg = active.size
-    for s in range(nseg):
+    for s in range(active.size):
         if active[s]:
-            steps[s] += 1.0
-            st = np.float64(steps[s])
-            mu = beta1 * (1.0 - 0.5 * (0.96 ** (st * momentum_decay)))
-            mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((st + 1.0) * momentum_decay)))
+            st = step_count(steps, s)
+            mu = _mu(beta1, momentum_decay, st)
+            mu_next = _mu(beta1, momentum_decay, st + 1.0)
             mu_product[s] = mu_product[s] * np.float32(mu)
             mp = np.float64(mu_product[s])
             seg_scal[3 * s] = 1.0 - beta2 ** st
             seg_scal[3 * s + 1] = -lr * (1.0 - mu) / (1.0 - mp)
             seg_scal[3 * s + 2] = (-lr * mu_next) / (1.0 - mp * mu_next)
     for b in prange(blk_start.size):
-        s = blk_seg[b]
-        if not active[s]:
+        s, lo, hi = block_of(blk_start, blk_end, blk_seg, active, b)
+        if s < 0:
             continue
         bc2 = seg_scal[3 * s]
         c1 = seg_scal[3 * s + 1]
         c2 = seg_scal[3 * s + 2]
-        lo = blk_start[b]
-        hi = blk_end[b]
         pp = param[lo:hi]
         gg = grad[lo:hi]
         mm = exp_avg[lo:hi]
         vv = exp_avg_sq[lo:hi]
         for i in range(hi - lo):
-            p = pp[i]
-            g = fma(p, wd, gg[i] * sign)
-            m = mm[i]
-            if lerp_small:
-                m = fma(omb1, g - m, m)
-            else:
-                m = fma(-omw, g - m, g)
-            v = fma(omb2 * g, g, vv[i] * b2)
-            mm[i] = m
-            vv[i] = v
+            p, g, m, v = adam_elem(pp, gg, mm, vv, i, wd, sign, omb1, omw, b2, omb2, lerp_small)
             d = np.sqrt(v / bc2) + eps
             p = p * decay
             p = p + c1 * g / d

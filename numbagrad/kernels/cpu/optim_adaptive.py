@@ -4,7 +4,8 @@ Same contract as ``kernels/cpu/optim.py`` (read its docstring first): ``param``,
 and the state buffers are flat arenas cut into blocks ``blk_start[b]:blk_end[b]``, each
 inside parameter (*segment*) ``blk_seg[b]``; ``active[s]`` says whether segment ``s`` has
 a gradient this step (inactive segments, their step counts included, are untouched);
-``steps`` are float32 per-segment step counts, incremented here for active segments.
+``steps`` are float32 per-segment step counts, incremented here for active segments
+(the inlined helpers, ``torch.lerp`` included, are ``optim.py``'s).
 Per-element scalars come typed like ``param``; per-parameter scalars (Adagrad's decayed
 learning rate) are computed in float64 in a first serial loop into ``seg_scal`` and
 rounded to the parameter dtype, as PyTorch rounds a Python scalar argument.
@@ -28,6 +29,7 @@ from numba import prange
 
 from .._jit import flat_kernel
 from ._fma import fma
+from .optim import block_of, count_steps, lerp, sq_avg, step_count
 
 
 @flat_kernel
@@ -45,15 +47,11 @@ def _rmsprop_step_cpu(param, grad, square_avg, grad_avg, momentum_buffer,
     otherwise). ``lerp_small``: ``oma < 0.5`` (which branch of ``torch.lerp``).
     ``steps`` only counts (RMSprop does not use it).
     """
-    for s in range(active.size):
-        if active[s]:
-            steps[s] += 1.0
+    count_steps(active, steps)
     for b in prange(blk_start.size):
-        s = blk_seg[b]
-        if not active[s]:
+        s, lo, hi = block_of(blk_start, blk_end, blk_seg, active, b)
+        if s < 0:
             continue
-        lo = blk_start[b]
-        hi = blk_end[b]
         pp = param[lo:hi]
         gg = grad[lo:hi]
         vv = square_avg[lo:hi]
@@ -62,14 +60,10 @@ def _rmsprop_step_cpu(param, grad, square_avg, grad_avg, momentum_buffer,
         for i in range(hi - lo):
             p = pp[i]
             g = fma(p, wd, gg[i] * sign)
-            v = fma(oma * g, g, vv[i] * alpha)
+            v = sq_avg(vv[i], g, alpha, oma)
             vv[i] = v
             if centered:
-                a = aa[i]
-                if lerp_small:
-                    a = fma(oma, g - a, a)
-                else:
-                    a = fma(-omw, g - a, g)
+                a = lerp(aa[i], g, oma, omw, lerp_small)
                 aa[i] = a
                 avg = np.sqrt(fma(-a, a, v)) + eps
             else:
@@ -95,16 +89,12 @@ def _adagrad_step_cpu(param, grad, state_sum, blk_start, blk_end, blk_seg, activ
     """
     for s in range(active.size):
         if active[s]:
-            steps[s] += 1.0
-            st = np.float64(steps[s])
-            seg_scal[2 * s] = -(lr / (1.0 + (st - 1.0) * lr_decay))
+            seg_scal[2 * s] = -(lr / (1.0 + (step_count(steps, s) - 1.0) * lr_decay))
     for b in prange(blk_start.size):
-        s = blk_seg[b]
-        if not active[s]:
+        s, lo, hi = block_of(blk_start, blk_end, blk_seg, active, b)
+        if s < 0:
             continue
         nclr = seg_scal[2 * s]
-        lo = blk_start[b]
-        hi = blk_end[b]
         pp = param[lo:hi]
         gg = grad[lo:hi]
         ss = state_sum[lo:hi]
@@ -124,15 +114,11 @@ def _adadelta_step_cpu(param, grad, square_avg, acc_delta, blk_start, blk_end, b
     Scalars typed like ``param``: ``neg_lr = -lr``, ``rho``, ``omr = 1 - rho``, ``eps``,
     ``wd`` (L2 weight decay), ``sign`` (-1 when maximizing). ``steps`` only counts.
     """
-    for s in range(active.size):
-        if active[s]:
-            steps[s] += 1.0
+    count_steps(active, steps)
     for b in prange(blk_start.size):
-        s = blk_seg[b]
-        if not active[s]:
+        s, lo, hi = block_of(blk_start, blk_end, blk_seg, active, b)
+        if s < 0:
             continue
-        lo = blk_start[b]
-        hi = blk_end[b]
         pp = param[lo:hi]
         gg = grad[lo:hi]
         vv = square_avg[lo:hi]
@@ -140,8 +126,8 @@ def _adadelta_step_cpu(param, grad, square_avg, acc_delta, blk_start, blk_end, b
         for i in range(hi - lo):
             p = pp[i]
             g = fma(p, wd, gg[i] * sign)
-            v = fma(omr * g, g, vv[i] * rho)
+            v = sq_avg(vv[i], g, rho, omr)
             vv[i] = v
             delta = (np.sqrt(dd[i] + eps) / np.sqrt(v + eps)) * g
-            dd[i] = fma(omr * delta, delta, dd[i] * rho)
+            dd[i] = sq_avg(dd[i], delta, rho, omr)
             pp[i] = fma(delta, neg_lr, p)

@@ -35,18 +35,18 @@ from ...backend import config
 
 from .._jit import flat_kernel, scalar_helper
 from ._fma import fma
+from .optim import bias_corrections, block_of, count_steps, moments, step_count
 
 __all__ = ["_lamb_step_cpu", "_lion_step_cpu"]
 
 
 @scalar_helper
-def _lamb_elem(p, gr, m, v, sign, lw, lerp_small, omb2, b2, rbc1, bc2s, eps, wd, use_wd):
+def _lamb_elem(p, gr, m, v, sign, omb1, omw, lerp_small, omb2, b2, rbc1, bc2s, eps, wd, use_wd):
     """One element of LAMB's first pass: the new moments and the update ``r``. Loop-
-    invariant choices are selects (``lerp_small``: ``torch.lerp``'s branch, whose weight
-    ``lw`` is ``omb1`` or ``-(1 - omb1)``; ``use_wd``), so the loop vectorises."""
+    invariant choices are selects (``lerp_small``: ``torch.lerp``'s branch, see
+    ``optim.lerp``; ``use_wd``), so the loop vectorises."""
     g = gr * sign
-    m = fma(lw, g - m, m if lerp_small else g)
-    v = fma(omb2 * g, g, v * b2)
+    m, v = moments(g, m, v, omb1, omw, b2, omb2, lerp_small)
     r = m * rbc1 / (np.sqrt(v) / bc2s + eps)
     rw = fma(p, wd, r)
     return m, v, (rw if use_wd else r)
@@ -100,25 +100,22 @@ def _lamb_step_cpu(param, grad, exp_avg, exp_avg_sq, update,
     nblk = blk_start.size
     for s in range(nseg):
         if active[s]:
-            steps[s] += 1.0
+            st = step_count(steps, s)
             if bias_correction:
-                st = np.float64(steps[s])
-                seg_scal[2 * s] = 1.0 / (1.0 - beta1 ** st)
-                seg_scal[2 * s + 1] = (1.0 - beta2 ** st) ** 0.5
+                bc1, bc2 = bias_corrections(beta1, beta2, st)
+                seg_scal[2 * s] = 1.0 / bc1
+                seg_scal[2 * s + 1] = bc2 ** 0.5
             else:
                 seg_scal[2 * s] = 1.0
                 seg_scal[2 * s + 1] = 1.0
     neg_lr = type(eps)(-lr)
     use_wd = wd != 0
-    lw = omb1 if lerp_small else -omw
     for b in prange(nblk):
-        s = blk_seg[b]
-        if not active[s]:
+        s, lo, hi = block_of(blk_start, blk_end, blk_seg, active, b)
+        if s < 0:
             continue
         rbc1 = seg_scal[2 * s]
         bc2s = seg_scal[2 * s + 1]
-        lo = blk_start[b]
-        hi = blk_end[b]
         # zero-based loops over slices vectorise (see kernels/cpu/optim.py)
         pp = param[lo:hi]
         gg = grad[lo:hi]
@@ -129,16 +126,16 @@ def _lamb_step_cpu(param, grad, exp_avg, exp_avg_sq, update,
         # array or the other inside one loop kept it scalar).
         if adapt:
             for i in range(hi - lo):
-                m, v, r = _lamb_elem(pp[i], gg[i], mm[i], vv[i], sign, lw, lerp_small, omb2, b2, rbc1, bc2s, eps, wd,
-                                     use_wd)
+                m, v, r = _lamb_elem(pp[i], gg[i], mm[i], vv[i], sign, omb1, omw, lerp_small, omb2, b2, rbc1, bc2s,
+                                     eps, wd, use_wd)
                 mm[i] = m
                 vv[i] = v
                 uu[i] = r
         else:
             for i in range(hi - lo):
                 p = pp[i]
-                m, v, r = _lamb_elem(p, gg[i], mm[i], vv[i], sign, lw, lerp_small, omb2, b2, rbc1, bc2s, eps, wd,
-                                     use_wd)
+                m, v, r = _lamb_elem(p, gg[i], mm[i], vv[i], sign, omb1, omw, lerp_small, omb2, b2, rbc1, bc2s, eps,
+                                     wd, use_wd)
                 mm[i] = m
                 vv[i] = v
                 pp[i] = fma(r, neg_lr, p)
@@ -165,12 +162,10 @@ def _lamb_step_cpu(param, grad, exp_avg, exp_avg_sq, update,
                 trust = wn / rn
             seg_scal[2 * s] = -(lr * trust)
     for b in prange(nblk):
-        s = blk_seg[b]
-        if not active[s]:
+        s, lo, hi = block_of(blk_start, blk_end, blk_seg, active, b)
+        if s < 0:
             continue
         nlt = seg_scal[2 * s]
-        lo = blk_start[b]
-        hi = blk_end[b]
         pp = param[lo:hi]
         uu = update[lo:hi]
         for i in range(hi - lo):
@@ -192,16 +187,12 @@ def _lion_step_cpu(param, grad, exp_avg, blk_start, blk_end, blk_seg, active, st
     Scalars typed like ``param``: ``neg_lr = -lr``, ``b1``, ``omb1 = 1-beta1``, ``b2``,
     ``omb2 = 1-beta2``, ``decay``, ``sign`` (-1 when maximizing).
     """
-    for s in range(active.size):
-        if active[s]:
-            steps[s] += 1.0
+    count_steps(active, steps)
     one = type(decay)(1)
     for b in prange(blk_start.size):
-        s = blk_seg[b]
-        if not active[s]:
+        s, lo, hi = block_of(blk_start, blk_end, blk_seg, active, b)
+        if s < 0:
             continue
-        lo = blk_start[b]
-        hi = blk_end[b]
         pp = param[lo:hi]
         gg = grad[lo:hi]
         mm = exp_avg[lo:hi]

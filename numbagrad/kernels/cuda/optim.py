@@ -26,6 +26,11 @@ Design
 * float16 arenas: elements and the scalars are read as float32, the update is computed
   in float32 and stored back to half (the stores narrow). float32 and float64 compute
   in their own type, as on the CPU.
+* Shared by the other optimizer modules (``optim_adamx.py``, ``optim_adaptive.py``,
+  ``optim_lamb.py``): the element prologue ``_segment_of``, the device functions of the
+  per-segment pre-passes (``_bump``, ``_bias_corrections``) and of the updates
+  (``_lerp``, ``_sq_avg``, ``_moments``, ``_adam_elem``, ``_maximum``), and
+  ``_count_steps_kernel`` for optimizers whose kernels only count steps.
 """
 import math
 
@@ -42,6 +47,8 @@ _U8 = nbtypes.uint8
 _F32 = nbtypes.float32
 _F64 = nbtypes.float64
 _BOOL = nbtypes.boolean
+_TABLES = (_I64[::1], _I64[::1], _I64[::1], _U8[::1])
+"""Types of ``blk_start, blk_end, blk_seg, active`` (the arena's tables)."""
 
 
 def _ct(T):
@@ -71,53 +78,112 @@ def _find_block(blk_start, blk_end, e):
     return lo if e < blk_end[lo] else -1
 
 
+# ---- shared by the optimizer kernels (kernels/cuda/optim_*.py) ----------------------------------
+@device_fn
+def _segment_of(blk_start, blk_end, blk_seg, active, e):
+    """The parameter (segment) of arena element ``e`` when it has a gradient this step, else
+    -1 (inactive, or outside every block): the prologue of every element kernel."""
+    b = _find_block(blk_start, blk_end, e)
+    if b >= 0:
+        s = blk_seg[b]
+        if active[s]:
+            return s
+    return -1
+
+
+@device_fn
+def _bump(steps, s):
+    """One more step of segment ``s`` (float32 count); the new count in float64."""
+    steps[s] += float32(1.0)
+    return float64(steps[s])
+
+
+@device_fn
+def _bias_corrections(beta1, beta2, st):
+    """``(1 - beta1**st, 1 - beta2**st)`` in float64."""
+    return 1.0 - beta1 ** st, 1.0 - beta2 ** st
+
+
+@device_fn
+def _lerp(s, e, w, omw, small):
+    """``torch.lerp(s, e, w)`` with the branch torch picks for the weight: ``s + w*(e - s)``
+    when ``small`` (``w < 0.5``), else ``e - (e - s)*omw`` (``omw = 1 - w``)."""
+    if small:
+        return s + w * (e - s)
+    return e - (e - s) * omw
+
+
+@device_fn
+def _sq_avg(v, x, beta, omb):
+    """A running average of squares, ``v*beta + omb*x*x``."""
+    return v * beta + omb * x * x
+
+
+@device_fn
+def _moments(g, m, v, omb1, omw, b2, omb2, small):
+    """Adam's moments: ``(lerp(m, g, omb1), b2*v + omb2*g*g)``."""
+    return _lerp(m, g, omb1, omw, small), _sq_avg(v, g, b2, omb2)
+
+
+@device_fn
+def _adam_elem(param, grad, exp_avg, exp_avg_sq, e, wd, sign, omb1, omw, b2, omb2, small):
+    """Element ``e`` of an Adam-family arena: the gradient with ``maximize``'s sign and L2
+    decay, the new moments, stored; returns ``(p, g, m, v)`` in the compute type."""
+    ct = type(omb1)
+    p = ct(param[e])
+    g = ct(grad[e]) * sign + wd * p
+    m, v = _moments(g, ct(exp_avg[e]), ct(exp_avg_sq[e]), omb1, omw, b2, omb2, small)
+    exp_avg[e] = m
+    exp_avg_sq[e] = v
+    return p, g, m, v
+
+
+@device_fn
+def _maximum(x, y):
+    """``torch.maximum(x, y)``: the larger, NaN when either is NaN."""
+    if y > x or y != y:
+        return y
+    return x
+
+
+@cuda_kernel([(_U8[::1], _F32[::1])])
+def _count_steps_kernel(active, steps):
+    """One more step for every active segment (optimizers whose kernels only count)."""
+    s = cuda.grid(1)
+    while s < active.size:
+        if active[s]:
+            steps[s] += float32(1.0)
+        s += cuda.gridsize(1)
+
+
 # ---- Adam / AdamW -------------------------------------------------------------------------------
 @cuda_kernel(lambda T: (_U8[::1], _F32[::1], T[::1], _F64, _F64, _F64))
 def _adam_segments_kernel(active, steps, seg_scal, lr, beta1, beta2):
     s = cuda.grid(1)
     while s < active.size:
         if active[s]:
-            steps[s] += float32(1.0)
-            st = float64(steps[s])
-            bc1 = 1.0 - beta1 ** st
-            bc2 = 1.0 - beta2 ** st
+            bc1, bc2 = _bias_corrections(beta1, beta2, _bump(steps, s))
             seg_scal[2 * s] = -(lr / bc1)
             seg_scal[2 * s + 1] = bc2 ** 0.5
         s += cuda.gridsize(1)
 
 
-@cuda_kernel(lambda T: (T[::1], T[::1], T[::1], T[::1], T[::1], _I64[::1], _I64[::1], _I64[::1], _U8[::1],
-                        T[::1]) + (_ct(T),) * 8 + (_BOOL, _BOOL))
+@cuda_kernel(lambda T: (T[::1],) * 5 + _TABLES + (T[::1],) + (_ct(T),) * 8 + (_BOOL, _BOOL))
 def _adam_elements_kernel(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, blk_start, blk_end, blk_seg,
                           active, seg_scal, omb1, omw, b2, omb2, eps, wd, decay, sign, amsgrad, lerp_small):
     ct = type(omb1)
     n = param.size
     e = cuda.grid(1)
     while e < n:
-        b = _find_block(blk_start, blk_end, e)
-        if b >= 0:
-            s = blk_seg[b]
-            if active[s]:
-                nss = ct(seg_scal[2 * s])
-                bc2s = ct(seg_scal[2 * s + 1])
-                p = ct(param[e])
-                g = ct(grad[e]) * sign + wd * p
-                m = ct(exp_avg[e])
-                # torch.lerp(m, g, omb1), with the branch torch picks for the weight
-                if lerp_small:
-                    m = m + omb1 * (g - m)
-                else:
-                    m = g - (g - m) * omw
-                v = ct(exp_avg_sq[e]) * b2 + omb2 * g * g
-                exp_avg[e] = m
-                exp_avg_sq[e] = v
-                if amsgrad:
-                    vm = ct(max_exp_avg_sq[e])
-                    if v > vm or v != v:  # NaN propagates, as torch.maximum
-                        vm = v
-                    max_exp_avg_sq[e] = vm
-                    v = vm
-                param[e] = p * decay + nss * m / (math.sqrt(v) / bc2s + eps)
+        s = _segment_of(blk_start, blk_end, blk_seg, active, e)
+        if s >= 0:
+            nss = ct(seg_scal[2 * s])
+            bc2s = ct(seg_scal[2 * s + 1])
+            p, _, m, v = _adam_elem(param, grad, exp_avg, exp_avg_sq, e, wd, sign, omb1, omw, b2, omb2, lerp_small)
+            if amsgrad:
+                v = _maximum(ct(max_exp_avg_sq[e]), v)
+                max_exp_avg_sq[e] = v
+            param[e] = p * decay + nss * m / (math.sqrt(v) / bc2s + eps)
         e += cuda.gridsize(1)
 
 
@@ -137,31 +203,28 @@ def _adam_step_cuda(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq,
 
 
 # ---- SGD ---------------------------------------------------------------------------------------
-@cuda_kernel(lambda T: (T[::1], T[::1], T[::1], _I64[::1], _I64[::1], _I64[::1], _U8[::1], _U8[::1])
-             + (_ct(T),) * 5 + (_BOOL, _BOOL))
+@cuda_kernel(lambda T: (T[::1],) * 3 + _TABLES + (_U8[::1],) + (_ct(T),) * 5 + (_BOOL, _BOOL))
 def _sgd_elements_kernel(param, grad, buf, blk_start, blk_end, blk_seg, active, has_buf,
                          neg_lr, momentum, omd, wd, sign, use_momentum, nesterov):
     ct = type(neg_lr)
     n = param.size
     e = cuda.grid(1)
     while e < n:
-        b = _find_block(blk_start, blk_end, e)
-        if b >= 0:
-            s = blk_seg[b]
-            if active[s]:
-                p = ct(param[e])
-                g = ct(grad[e]) * sign + wd * p
-                if use_momentum:
-                    if has_buf[s] == 0:
-                        bb = g  # first step: the buffer starts as the gradient
-                    else:
-                        bb = ct(buf[e]) * momentum + omd * g
-                    buf[e] = bb
-                    if nesterov:
-                        g = g + momentum * bb
-                    else:
-                        g = bb
-                param[e] = p + neg_lr * g
+        s = _segment_of(blk_start, blk_end, blk_seg, active, e)
+        if s >= 0:
+            p = ct(param[e])
+            g = ct(grad[e]) * sign + wd * p
+            if use_momentum:
+                if has_buf[s] == 0:
+                    bb = g  # first step: the buffer starts as the gradient
+                else:
+                    bb = ct(buf[e]) * momentum + omd * g
+                buf[e] = bb
+                if nesterov:
+                    g = g + momentum * bb
+                else:
+                    g = bb
+            param[e] = p + neg_lr * g
         e += cuda.gridsize(1)
 
 

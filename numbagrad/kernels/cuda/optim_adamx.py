@@ -7,29 +7,19 @@ launcher takes the CPU kernel's arguments in the same order. Per algorithm, a
 per-segment kernel (one thread per parameter) bumps the float32 ``steps`` of active
 parameters and computes their scalars in float64 into ``seg_scal`` (NAdam also updates
 its float32 ``mu_product``); then an element kernel (grid-stride over the arena, each
-element finds its block by binary search with ``_find_block``) applies the update.
+element finds its block by binary search: ``optim._segment_of``) applies the update.
 Kernels on the default stream run in order, so the element kernel sees the new
 scalars. float16 arenas compute in float32 (``_ct``) and store back to half.
 """
 import math
 
 from numba import cuda, float32, float64
-from numba import types as nbtypes
 
-from ._launch import cuda_kernel, launch
-from .optim import _ct, _ctype, _find_block
+from ._launch import cuda_kernel, device_fn, launch
+from .optim import (_BOOL, _F32, _F64, _TABLES, _U8, _adam_elem, _bias_corrections, _bump, _ct, _ctype, _lerp,
+                    _maximum, _segment_of)
 
 __all__ = ["_adamax_step_cuda", "_radam_step_cuda", "_nadam_step_cuda"]
-
-_I64 = nbtypes.int64
-_U8 = nbtypes.uint8
-_F32 = nbtypes.float32
-_F64 = nbtypes.float64
-_BOOL = nbtypes.boolean
-
-
-def _tables():
-    return (_I64[::1], _I64[::1], _I64[::1], _U8[::1])
 
 
 # ---- Adamax -------------------------------------------------------------------------------------
@@ -38,38 +28,27 @@ def _adamax_segments_kernel(active, steps, seg_scal, lr, beta1):
     s = cuda.grid(1)
     while s < active.size:
         if active[s]:
-            steps[s] += float32(1.0)
-            st = float64(steps[s])
-            seg_scal[2 * s] = -(lr / (1.0 - beta1 ** st))
+            seg_scal[2 * s] = -(lr / (1.0 - beta1 ** _bump(steps, s)))
         s += cuda.gridsize(1)
 
 
-@cuda_kernel(lambda T: (T[::1],) * 4 + _tables() + (T[::1],) + (_ct(T),) * 6 + (_BOOL,))
+@cuda_kernel(lambda T: (T[::1],) * 4 + _TABLES + (T[::1],) + (_ct(T),) * 6 + (_BOOL,))
 def _adamax_elements_kernel(param, grad, exp_avg, exp_inf, blk_start, blk_end, blk_seg, active, seg_scal,
                             omb1, omw, b2, eps, wd, sign, lerp_small):
     ct = type(omb1)
     n = param.size
     e = cuda.grid(1)
     while e < n:
-        b = _find_block(blk_start, blk_end, e)
-        if b >= 0:
-            s = blk_seg[b]
-            if active[s]:
-                nclr = ct(seg_scal[2 * s])
-                p = ct(param[e])
-                g = ct(grad[e]) * sign + wd * p
-                m = ct(exp_avg[e])
-                if lerp_small:
-                    m = m + omb1 * (g - m)
-                else:
-                    m = g - (g - m) * omw
-                u = ct(exp_inf[e]) * b2
-                a = abs(g) + eps
-                if a > u or a != a:  # NaN propagates, as torch.maximum
-                    u = a
-                exp_avg[e] = m
-                exp_inf[e] = u
-                param[e] = p + nclr * m / u
+        s = _segment_of(blk_start, blk_end, blk_seg, active, e)
+        if s >= 0:
+            nclr = ct(seg_scal[2 * s])
+            p = ct(param[e])
+            g = ct(grad[e]) * sign + wd * p
+            m = _lerp(ct(exp_avg[e]), g, omb1, omw, lerp_small)
+            u = _maximum(ct(exp_inf[e]) * b2, abs(g) + eps)
+            exp_avg[e] = m
+            exp_inf[e] = u
+            param[e] = p + nclr * m / u
         e += cuda.gridsize(1)
 
 
@@ -91,10 +70,8 @@ def _radam_segments_kernel(active, steps, seg_scal, beta1, beta2):
     rho_inf = 2.0 / (1.0 - beta2) - 1.0
     while s < active.size:
         if active[s]:
-            steps[s] += float32(1.0)
-            st = float64(steps[s])
-            bc1 = 1.0 - beta1 ** st
-            bc2 = 1.0 - beta2 ** st
+            st = _bump(steps, s)
+            bc1, bc2 = _bias_corrections(beta1, beta2, st)
             rho_t = rho_inf - 2.0 * st * (beta2 ** st) / bc2
             rect = 0.0
             if rho_t > 5.0:
@@ -105,34 +82,23 @@ def _radam_segments_kernel(active, steps, seg_scal, beta1, beta2):
         s += cuda.gridsize(1)
 
 
-@cuda_kernel(lambda T: (T[::1],) * 4 + _tables() + (_ct(T)[::1],) + (_ct(T),) * 9 + (_BOOL,))
+@cuda_kernel(lambda T: (T[::1],) * 4 + _TABLES + (_ct(T)[::1],) + (_ct(T),) * 9 + (_BOOL,))
 def _radam_elements_kernel(param, grad, exp_avg, exp_avg_sq, blk_start, blk_end, blk_seg, active, seg_scal,
                            lr_t, omb1, omw, b2, omb2, eps, wd, decay, sign, lerp_small):
     ct = type(omb1)
     n = param.size
     e = cuda.grid(1)
     while e < n:
-        b = _find_block(blk_start, blk_end, e)
-        if b >= 0:
-            s = blk_seg[b]
-            if active[s]:
-                bc1 = ct(seg_scal[3 * s])
-                bc2s = ct(seg_scal[3 * s + 1])
-                rect = ct(seg_scal[3 * s + 2])
-                p = ct(param[e])
-                g = ct(grad[e]) * sign + wd * p
-                m = ct(exp_avg[e])
-                if lerp_small:
-                    m = m + omb1 * (g - m)
-                else:
-                    m = g - (g - m) * omw
-                v = ct(exp_avg_sq[e]) * b2 + omb2 * g * g
-                exp_avg[e] = m
-                exp_avg_sq[e] = v
-                upd = m / bc1 * lr_t
-                if rect > 0:
-                    upd = upd * (ct(1.0) / (ct(math.sqrt(v)) + eps) * bc2s) * rect
-                param[e] = p * decay - upd
+        s = _segment_of(blk_start, blk_end, blk_seg, active, e)
+        if s >= 0:
+            bc1 = ct(seg_scal[3 * s])
+            bc2s = ct(seg_scal[3 * s + 1])
+            rect = ct(seg_scal[3 * s + 2])
+            p, _, m, v = _adam_elem(param, grad, exp_avg, exp_avg_sq, e, wd, sign, omb1, omw, b2, omb2, lerp_small)
+            upd = m / bc1 * lr_t
+            if rect > 0:
+                upd = upd * (ct(1.0) / (ct(math.sqrt(v)) + eps) * bc2s) * rect
+            param[e] = p * decay - upd
         e += cuda.gridsize(1)
 
 
@@ -150,15 +116,20 @@ def _radam_step_cuda(param, grad, exp_avg, exp_avg_sq, blk_start, blk_end, blk_s
 
 
 # ---- NAdam --------------------------------------------------------------------------------------
+@device_fn
+def _mu(beta1, momentum_decay, t):
+    """NAdam's momentum schedule ``beta1 * (1 - 0.5 * 0.96**(t * momentum_decay))``."""
+    return beta1 * (1.0 - 0.5 * (0.96 ** (t * momentum_decay)))
+
+
 @cuda_kernel(lambda T: (_U8[::1], _F32[::1], _F32[::1], _ct(T)[::1], _F64, _F64, _F64, _F64))
 def _nadam_segments_kernel(active, steps, mu_product, seg_scal, lr, beta1, beta2, momentum_decay):
     s = cuda.grid(1)
     while s < active.size:
         if active[s]:
-            steps[s] += float32(1.0)
-            st = float64(steps[s])
-            mu = beta1 * (1.0 - 0.5 * (0.96 ** (st * momentum_decay)))
-            mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((st + 1.0) * momentum_decay)))
+            st = _bump(steps, s)
+            mu = _mu(beta1, momentum_decay, st)
+            mu_next = _mu(beta1, momentum_decay, st + 1.0)
             mu_product[s] = float32(mu_product[s] * float32(mu))
             mp = float64(mu_product[s])
             seg_scal[3 * s] = 1.0 - beta2 ** st
@@ -167,34 +138,23 @@ def _nadam_segments_kernel(active, steps, mu_product, seg_scal, lr, beta1, beta2
         s += cuda.gridsize(1)
 
 
-@cuda_kernel(lambda T: (T[::1],) * 4 + _tables() + (_ct(T)[::1],) + (_ct(T),) * 8 + (_BOOL,))
+@cuda_kernel(lambda T: (T[::1],) * 4 + _TABLES + (_ct(T)[::1],) + (_ct(T),) * 8 + (_BOOL,))
 def _nadam_elements_kernel(param, grad, exp_avg, exp_avg_sq, blk_start, blk_end, blk_seg, active, seg_scal,
                            omb1, omw, b2, omb2, eps, wd, decay, sign, lerp_small):
     ct = type(omb1)
     n = param.size
     e = cuda.grid(1)
     while e < n:
-        b = _find_block(blk_start, blk_end, e)
-        if b >= 0:
-            s = blk_seg[b]
-            if active[s]:
-                bc2 = ct(seg_scal[3 * s])
-                c1 = ct(seg_scal[3 * s + 1])
-                c2 = ct(seg_scal[3 * s + 2])
-                p = ct(param[e])
-                g = ct(grad[e]) * sign + wd * p
-                m = ct(exp_avg[e])
-                if lerp_small:
-                    m = m + omb1 * (g - m)
-                else:
-                    m = g - (g - m) * omw
-                v = ct(exp_avg_sq[e]) * b2 + omb2 * g * g
-                exp_avg[e] = m
-                exp_avg_sq[e] = v
-                d = ct(math.sqrt(v / bc2)) + eps
-                p = p * decay
-                p = p + c1 * g / d
-                param[e] = p + c2 * m / d
+        s = _segment_of(blk_start, blk_end, blk_seg, active, e)
+        if s >= 0:
+            bc2 = ct(seg_scal[3 * s])
+            c1 = ct(seg_scal[3 * s + 1])
+            c2 = ct(seg_scal[3 * s + 2])
+            p, g, m, v = _adam_elem(param, grad, exp_avg, exp_avg_sq, e, wd, sign, omb1, omw, b2, omb2, lerp_small)
+            d = ct(math.sqrt(v / bc2)) + eps
+            p = p * decay
+            p = p + c1 * g / d
+            param[e] = p + c2 * m / d
         e += cuda.gridsize(1)
 
 

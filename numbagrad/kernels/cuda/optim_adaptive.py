@@ -4,36 +4,27 @@ over a flat arena.
 Same contract and design as ``kernels/cuda/optim.py`` (read its docstring): one
 thread per arena element (grid-stride), each finding its block by binary search
 (``_find_block``), inactive segments and elements outside every block untouched;
-per-segment work (bumping the float32 ``steps``, Adagrad's decayed learning rate
-``-lr / (1 + (step-1)*lr_decay)`` computed in float64 into ``seg_scal``) is a separate
-one-thread-per-segment kernel launched first on the same stream. float16 arenas compute
-in float32 and store back to half; float32 and float64 compute in their own type. The
-update arithmetic is the CPU's, operation by operation, written as plain expressions
+per-segment work (bumping the float32 ``steps``: ``optim.py``'s ``_count_steps_kernel``;
+Adagrad's decayed learning rate ``-lr / (1 + (step-1)*lr_decay)`` computed in float64
+into ``seg_scal``) is a separate one-thread-per-segment kernel launched first on the
+same stream. float16 arenas compute in float32 and store back to half; float32 and
+float64 compute in their own type. The update arithmetic is the CPU's, operation by operation, written as plain expressions
 (the simulator has no ``cuda.fma``; on a GPU, NVVM may contract a multiply-add where the
 CPU rounds twice, which stays within the tests' tolerance). Nothing is returned.
 """
 import math
 
-from numba import cuda, float32, float64
+from numba import cuda
 
 from ._launch import cuda_kernel, launch
-from .optim import _BOOL, _F32, _F64, _I64, _U8, _ct, _ctype, _find_block
+from .optim import (_BOOL, _F32, _F64, _TABLES, _U8, _bump, _count_steps_kernel, _ct, _ctype, _lerp, _segment_of,
+                    _sq_avg)
 
 __all__ = ["_rmsprop_step_cuda", "_adagrad_step_cuda", "_adadelta_step_cuda"]
 
 
-@cuda_kernel([(_U8[::1], _F32[::1])])
-def _count_steps_kernel(active, steps):
-    s = cuda.grid(1)
-    while s < active.size:
-        if active[s]:
-            steps[s] += float32(1.0)
-        s += cuda.gridsize(1)
-
-
 # ---- RMSprop ------------------------------------------------------------------------------------
-@cuda_kernel(lambda T: (T[::1],) * 5 + (_I64[::1], _I64[::1], _I64[::1], _U8[::1]) + (_ct(T),) * 8
-             + (_BOOL, _BOOL, _BOOL))
+@cuda_kernel(lambda T: (T[::1],) * 5 + _TABLES + (_ct(T),) * 8 + (_BOOL, _BOOL, _BOOL))
 def _rmsprop_elements_kernel(param, grad, square_avg, grad_avg, momentum_buffer, blk_start, blk_end, blk_seg,
                              active, neg_lr, alpha, oma, omw, eps, wd, sign, momentum,
                              centered, use_momentum, lerp_small):
@@ -41,31 +32,24 @@ def _rmsprop_elements_kernel(param, grad, square_avg, grad_avg, momentum_buffer,
     n = param.size
     e = cuda.grid(1)
     while e < n:
-        b = _find_block(blk_start, blk_end, e)
-        if b >= 0:
-            s = blk_seg[b]
-            if active[s]:
-                p = ct(param[e])
-                g = ct(grad[e]) * sign + wd * p
-                v = ct(square_avg[e]) * alpha + oma * g * g
-                square_avg[e] = v
-                if centered:
-                    a = ct(grad_avg[e])
-                    # torch.lerp(a, g, oma), with the branch torch picks for the weight
-                    if lerp_small:
-                        a = a + oma * (g - a)
-                    else:
-                        a = g - (g - a) * omw
-                    grad_avg[e] = a
-                    avg = math.sqrt(v - a * a) + eps
-                else:
-                    avg = math.sqrt(v) + eps
-                if use_momentum:
-                    m = ct(momentum_buffer[e]) * momentum + g / avg
-                    momentum_buffer[e] = m
-                    param[e] = p + m * neg_lr
-                else:
-                    param[e] = p + (neg_lr * g) / avg
+        s = _segment_of(blk_start, blk_end, blk_seg, active, e)
+        if s >= 0:
+            p = ct(param[e])
+            g = ct(grad[e]) * sign + wd * p
+            v = _sq_avg(ct(square_avg[e]), g, alpha, oma)
+            square_avg[e] = v
+            if centered:
+                a = _lerp(ct(grad_avg[e]), g, oma, omw, lerp_small)
+                grad_avg[e] = a
+                avg = math.sqrt(v - a * a) + eps
+            else:
+                avg = math.sqrt(v) + eps
+            if use_momentum:
+                m = ct(momentum_buffer[e]) * momentum + g / avg
+                momentum_buffer[e] = m
+                param[e] = p + m * neg_lr
+            else:
+                param[e] = p + (neg_lr * g) / avg
         e += cuda.gridsize(1)
 
 
@@ -91,30 +75,25 @@ def _adagrad_segments_kernel(active, steps, seg_scal, lr, lr_decay):
     s = cuda.grid(1)
     while s < active.size:
         if active[s]:
-            steps[s] += float32(1.0)
-            st = float64(steps[s])
-            seg_scal[2 * s] = -(lr / (1.0 + (st - 1.0) * lr_decay))
+            seg_scal[2 * s] = -(lr / (1.0 + (_bump(steps, s) - 1.0) * lr_decay))
         s += cuda.gridsize(1)
 
 
-@cuda_kernel(lambda T: (T[::1], T[::1], T[::1], _I64[::1], _I64[::1], _I64[::1], _U8[::1], T[::1])
-             + (_ct(T),) * 3)
+@cuda_kernel(lambda T: (T[::1],) * 3 + _TABLES + (T[::1],) + (_ct(T),) * 3)
 def _adagrad_elements_kernel(param, grad, state_sum, blk_start, blk_end, blk_seg, active, seg_scal,
                              eps, wd, sign):
     ct = type(eps)
     n = param.size
     e = cuda.grid(1)
     while e < n:
-        b = _find_block(blk_start, blk_end, e)
-        if b >= 0:
-            s = blk_seg[b]
-            if active[s]:
-                nclr = ct(seg_scal[2 * s])
-                p = ct(param[e])
-                g = ct(grad[e]) * sign + wd * p
-                v = ct(state_sum[e]) + g * g
-                state_sum[e] = v
-                param[e] = p + (nclr * g) / (math.sqrt(v) + eps)
+        s = _segment_of(blk_start, blk_end, blk_seg, active, e)
+        if s >= 0:
+            nclr = ct(seg_scal[2 * s])
+            p = ct(param[e])
+            g = ct(grad[e]) * sign + wd * p
+            v = ct(state_sum[e]) + g * g
+            state_sum[e] = v
+            param[e] = p + (nclr * g) / (math.sqrt(v) + eps)
         e += cuda.gridsize(1)
 
 
@@ -131,25 +110,23 @@ def _adagrad_step_cuda(param, grad, state_sum, blk_start, blk_end, blk_seg, acti
 
 
 # ---- Adadelta -----------------------------------------------------------------------------------
-@cuda_kernel(lambda T: (T[::1],) * 4 + (_I64[::1], _I64[::1], _I64[::1], _U8[::1]) + (_ct(T),) * 6)
+@cuda_kernel(lambda T: (T[::1],) * 4 + _TABLES + (_ct(T),) * 6)
 def _adadelta_elements_kernel(param, grad, square_avg, acc_delta, blk_start, blk_end, blk_seg, active,
                               neg_lr, rho, omr, eps, wd, sign):
     ct = type(neg_lr)
     n = param.size
     e = cuda.grid(1)
     while e < n:
-        b = _find_block(blk_start, blk_end, e)
-        if b >= 0:
-            s = blk_seg[b]
-            if active[s]:
-                p = ct(param[e])
-                g = ct(grad[e]) * sign + wd * p
-                v = ct(square_avg[e]) * rho + omr * g * g
-                square_avg[e] = v
-                u = ct(acc_delta[e])
-                delta = (math.sqrt(u + eps) / math.sqrt(v + eps)) * g
-                acc_delta[e] = u * rho + omr * delta * delta
-                param[e] = p + delta * neg_lr
+        s = _segment_of(blk_start, blk_end, blk_seg, active, e)
+        if s >= 0:
+            p = ct(param[e])
+            g = ct(grad[e]) * sign + wd * p
+            v = _sq_avg(ct(square_avg[e]), g, rho, omr)
+            square_avg[e] = v
+            u = ct(acc_delta[e])
+            delta = (math.sqrt(u + eps) / math.sqrt(v + eps)) * g
+            acc_delta[e] = _sq_avg(u, delta, rho, omr)
+            param[e] = p + delta * neg_lr
         e += cuda.gridsize(1)
 
 

@@ -27,25 +27,20 @@ Design
   The reductions have a fixed order for a given launch configuration, so results are
   deterministic (they differ from the CPU's by the summation order, ~1e-16 relative,
   in the norms).
-* Lion: a per-segment kernel bumps ``steps``; an element kernel does the update.
+* Lion: ``optim.py``'s ``_count_steps_kernel`` bumps ``steps``; an element kernel does
+  the update.
 * float16 arenas read and compute in float32 and narrow at the stores (the update ``r``
   is re-read after its store, so the norm is the norm of what pass 4 applies).
 """
 import math
 
-from numba import cuda, float32, float64
-from numba import types as nbtypes
+from numba import cuda, float64
 
 from ._launch import MAX_BLOCKS, SIM, cuda_kernel, dev, device_fn, launch, widen
-from .optim import _ct, _ctype, _find_block
+from .optim import (_BOOL, _F32, _F64, _I64, _TABLES, _U8, _bias_corrections, _bump, _count_steps_kernel, _ct,
+                    _ctype, _moments, _segment_of)
 
 __all__ = ["_lamb_step_cuda", "_lion_step_cuda"]
-
-_I64 = nbtypes.int64
-_U8 = nbtypes.uint8
-_F32 = nbtypes.float32
-_F64 = nbtypes.float64
-_BOOL = nbtypes.boolean
 
 BLOCK_TPB = 8 if SIM else 256
 """Threads per block of the LAMB block kernel (a power of two: the shared-memory tree)."""
@@ -57,11 +52,11 @@ def _lamb_segments_kernel(active, steps, seg_scal, beta1, beta2, bias_correction
     s = cuda.grid(1)
     while s < active.size:
         if active[s]:
-            steps[s] += float32(1.0)
+            st = _bump(steps, s)
             if bias_correction:
-                st = float64(steps[s])
-                seg_scal[2 * s] = 1.0 / (1.0 - beta1 ** st)
-                seg_scal[2 * s + 1] = (1.0 - beta2 ** st) ** 0.5
+                bc1, bc2 = _bias_corrections(beta1, beta2, st)
+                seg_scal[2 * s] = 1.0 / bc1
+                seg_scal[2 * s + 1] = bc2 ** 0.5
             else:
                 seg_scal[2 * s] = 1.0
                 seg_scal[2 * s + 1] = 1.0
@@ -88,8 +83,7 @@ def _tree_sum2(sh_a, sh_b, tid, a, b):
     return ra, rb
 
 
-@cuda_kernel(lambda T: (T[::1],) * 5 + (_I64[::1],) * 3 + (_U8[::1], T[::1], _F64[::1]) + (_ct(T),) * 8
-             + (_BOOL, _BOOL))
+@cuda_kernel(lambda T: (T[::1],) * 5 + _TABLES + (T[::1], _F64[::1]) + (_ct(T),) * 8 + (_BOOL, _BOOL))
 def _lamb_blocks_kernel(param, grad, exp_avg, exp_avg_sq, update, blk_start, blk_end, blk_seg, active, seg_scal,
                         blk_part, omb1, omw, b2, omb2, eps, wd, sign, neg_lr, adapt, lerp_small):
     sh_p = cuda.shared.array(BLOCK_TPB, float64)
@@ -109,13 +103,7 @@ def _lamb_blocks_kernel(param, grad, exp_avg, exp_avg_sq, update, blk_start, blk
             while e < hi:
                 p = ct(param[e])
                 g = ct(grad[e]) * sign
-                m = ct(exp_avg[e])
-                # torch.lerp(m, g, omb1), with the branch torch picks for the weight
-                if lerp_small:
-                    m = m + omb1 * (g - m)
-                else:
-                    m = g - (g - m) * omw
-                v = ct(exp_avg_sq[e]) * b2 + omb2 * g * g
+                m, v = _moments(g, ct(exp_avg[e]), ct(exp_avg_sq[e]), omb1, omw, b2, omb2, lerp_small)
                 exp_avg[e] = m
                 exp_avg_sq[e] = v
                 r = m * rbc1 / (math.sqrt(v) / bc2s + eps)
@@ -171,18 +159,16 @@ def _lamb_trust_kernel(blk_seg, active, seg_scal, blk_part, lr, clamp):
         s += cuda.gridsize(1)
 
 
-@cuda_kernel(lambda T: (T[::1], T[::1], _I64[::1], _I64[::1], _I64[::1], _U8[::1], T[::1]))
+@cuda_kernel(lambda T: (T[::1],) * 2 + _TABLES + (T[::1],))
 def _lamb_apply_kernel(param, update, blk_start, blk_end, blk_seg, active, seg_scal):
     n = param.size
     e = cuda.grid(1)
     while e < n:
-        b = _find_block(blk_start, blk_end, e)
-        if b >= 0:
-            s = blk_seg[b]
-            if active[s]:
-                u = widen(update[e])
-                ct = type(u)
-                param[e] = widen(param[e]) + ct(seg_scal[2 * s]) * u
+        s = _segment_of(blk_start, blk_end, blk_seg, active, e)
+        if s >= 0:
+            u = widen(update[e])
+            ct = type(u)
+            param[e] = widen(param[e]) + ct(seg_scal[2 * s]) * u
         e += cuda.gridsize(1)
 
 
@@ -210,39 +196,28 @@ def _lamb_step_cuda(param, grad, exp_avg, exp_avg_sq, update,
 
 
 # ---- Lion --------------------------------------------------------------------------------------
-@cuda_kernel([(_U8[::1], _F32[::1])])
-def _lion_steps_kernel(active, steps):
-    s = cuda.grid(1)
-    while s < active.size:
-        if active[s]:
-            steps[s] += float32(1.0)
-        s += cuda.gridsize(1)
-
-
-@cuda_kernel(lambda T: (T[::1], T[::1], T[::1], _I64[::1], _I64[::1], _I64[::1], _U8[::1]) + (_ct(T),) * 7)
+@cuda_kernel(lambda T: (T[::1],) * 3 + _TABLES + (_ct(T),) * 7)
 def _lion_elements_kernel(param, grad, exp_avg, blk_start, blk_end, blk_seg, active,
                           neg_lr, b1, omb1, b2, omb2, decay, sign):
     ct = type(neg_lr)
     n = param.size
     e = cuda.grid(1)
     while e < n:
-        b = _find_block(blk_start, blk_end, e)
-        if b >= 0:
-            s = blk_seg[b]
-            if active[s]:
-                g = ct(grad[e]) * sign
-                m = ct(exp_avg[e])
-                c = m * b1 + g * omb1
-                if c > ct(0):
-                    u = ct(1)
-                elif c < ct(0):
-                    u = ct(-1)
-                elif c == ct(0):
-                    u = ct(0)
-                else:
-                    u = c  # NaN
-                param[e] = ct(param[e]) * decay + neg_lr * u
-                exp_avg[e] = m * b2 + g * omb2
+        s = _segment_of(blk_start, blk_end, blk_seg, active, e)
+        if s >= 0:
+            g = ct(grad[e]) * sign
+            m = ct(exp_avg[e])
+            c = m * b1 + g * omb1
+            if c > ct(0):
+                u = ct(1)
+            elif c < ct(0):
+                u = ct(-1)
+            elif c == ct(0):
+                u = ct(0)
+            else:
+                u = c  # NaN
+            param[e] = ct(param[e]) * decay + neg_lr * u
+            exp_avg[e] = m * b2 + g * omb2
         e += cuda.gridsize(1)
 
 
@@ -252,6 +227,6 @@ def _lion_step_cuda(param, grad, exp_avg, blk_start, blk_end, blk_seg, active, s
     if active.size == 0:
         return
     t = _ctype(param.dtype)
-    launch(_lion_steps_kernel, active.size, active, steps)
+    launch(_count_steps_kernel, active.size, active, steps)
     launch(_lion_elements_kernel, param.size, param, grad, exp_avg, blk_start, blk_end, blk_seg, active,
            t(neg_lr), t(b1), t(omb1), t(b2), t(omb2), t(decay), t(sign))
