@@ -3,8 +3,11 @@ sizes totalling 10M elements, numbagrad vs torch on the same data, threads pinne
 
 Two rows: the gradients as 50 separate arrays (numbagrad's address table is rebuilt every
 call, as for fresh gradients after ``zero_grad(set_to_none=True)``), and numbagrad's
-gradients after an optimizer step has put them into the flat arena (one span; torch, which
-has no arena, runs the same separate-tensor call there). Every call really scales: the
+gradients after an optimizer step has copied them into its flat arena (one span; torch,
+which has no arena, runs the same separate-tensor call there). A step reads float32
+C-contiguous gradients where they are, so the setup hands the optimizer float64 copies of
+the same values, which it casts into its float32 slots (exactly) and rebinds ``p.grad`` to;
+gradients kept there stay there (``zero_grad(set_to_none=False)`` then backward). Every call really scales: the
 ``max_norm`` passed shrinks by 0.1% a call, so the clip coefficient stays below 1 (numbagrad
 skips the pass when it is exactly 1) and the values stay far from subnormals.
 
@@ -61,7 +64,8 @@ def _build(framework, arena):
         from numbagrad.nn.utils import clip_grad_norm_ as clip
         ps = [nn.Parameter(ng.tensor(np.zeros_like(g))) for g in gs]
         for p, g in zip(ps, gs):
-            p.grad = ng.tensor(g.copy())
+            # arena: another dtype, which the optimizer's step casts into its float32 arena
+            p.grad = ng.tensor(g.astype(np.float64) if arena else g.copy())
         if arena:
             optim.SGD(ps, lr=0.0).step()      # gradients now live in the flat arena
             base = ps[0].grad.data.base

@@ -3,9 +3,8 @@ totalling 10M elements (the sizes of the clipping benchmark), numbagrad vs torch
 same data, threads pinned alike.
 
 Each side's gradients are set once and every timed call is a full ``step()``: numbagrad's
-first step moves the gradients into its flat arena, later steps find them there (as after
-``zero_grad(set_to_none=False)``, or any backward that accumulates in place); torch reads
-its ``.grad`` tensors. Effective bandwidth counts 28 bytes per parameter: read param,
+fused kernel reads the 50 gradient arrays where they are (through its address table, no
+copy into the arena, as after any backward); torch reads its ``.grad`` tensors. Effective bandwidth counts 28 bytes per parameter: read param,
 grad, exp_avg, exp_avg_sq and write param, exp_avg, exp_avg_sq (4 bytes each).
 
 Two rows, one numbagrad measurement: against torch's ``fused=True`` (its one-kernel CPU

@@ -2,8 +2,9 @@
 
 L-BFGS treats its (single) parameter group as one vector of ``n`` elements: the
 optimizer's flat arena (:mod:`numbagrad.optim.optimizer`) already is that vector
-(``bucket.param``), and the gradient is gathered from ``bucket.grad`` into a flat buffer
-with zeros for parameters that have no gradient (``torch``'s ``_gather_flat_grad``).
+(``bucket.param``), and the gradient is gathered into a flat buffer, each parameter's read
+where it is (its ``bucket.grad`` slot, or its own array through ``bucket.gsrc``), with
+zeros for parameters that have no gradient (``torch``'s ``_gather_flat_grad``).
 The curvature history is kept in two ``(cap, n)`` ring buffers (``y`` and ``s``, grown
 geometrically up to ``history_size + 1`` rows so the next pair always has a free row),
 and every vector operation is one kernel call of the ``optim_lbfgs`` family
@@ -174,7 +175,7 @@ class _Memory:
 
     def gather(self, b, out):
         if b.any_active:
-            self.k_gather(b.grad, b.blk_start, b.blk_end, b.blk_seg, b.active, out)
+            self.k_gather(b.grad, *b.tables, out)
         else:
             out[...] = 0
 

@@ -9,12 +9,29 @@ flat, contiguous 1-D arrays, one set per dtype (a *bucket*):
 * ``param``: every parameter's values back to back. Each ``Parameter.data`` is
   rebound to a view into it, so the model keeps computing with the same memory the
   optimizer updates.
-* ``grad``: same layout. Each step, a parameter's gradient is copied into its slot
-  unless ``p.grad`` already *is* that slot; after the step ``p.grad`` is the slot
-  (same values). So with ``zero_grad(set_to_none=False)`` the autograd engine
-  accumulates straight into the arena (it adds into an existing ``.grad`` in place)
-  and steps copy nothing; with the default ``set_to_none=True`` each step costs one
-  copy of the gradients (the engine allocates fresh ``.grad`` arrays after a reset).
+* ``grad``: same layout, a slot per parameter, and ``gsrc``, a small int64 table saying
+  where the kernels read each parameter's gradient from this step (two entries per
+  parameter: ``gsrc[2i]`` a data address, 0 for "the arena slot"; ``gsrc[2i+1]`` the
+  parameter's first element in the arena). Each step :meth:`Optimizer._sync` looks at
+  ``p.grad``:
+
+  - it *is* the slot (after a copy, see below, and ``zero_grad(set_to_none=False)``):
+    address 0, nothing moves. The autograd engine accumulates into an existing ``.grad``
+    in place, so the gradient stays there step after step.
+  - a CPU array of the bucket's dtype and the parameter's shape, C-contiguous and aligned
+    (what backward leaves after the default ``zero_grad(set_to_none=True)``, as torch's
+    ``.grad``): no copy. Its address goes into ``gsrc`` and the kernels read it where it
+    is (``grad_block`` in ``numbagrad/kernels/cpu/optim.py``). ``p.grad`` stays that array
+    and keeps it alive for the kernel call; the slot is not touched (it holds whatever was
+    last copied there). ``zero_grad(set_to_none=False)`` zeroes that array in place and
+    backward accumulates into it, so the next step reads it again without a copy.
+  - anything else (non-contiguous, another dtype, any CUDA bucket): copied into the slot
+    (cast as needed), address 0, and ``p.grad`` is rebound to the slot (same values), so
+    from then on, with ``set_to_none=False``, backward accumulates into the arena and
+    steps copy nothing. CUDA launchers take ``gsrc`` and ignore it: there it is all zeros.
+
+  So in the common cases a step moves no gradient data; per parameter it costs Python
+  bookkeeping only (checks, the address: 1 to 3 us right after a backward pass).
 * one flat array per state buffer (Adam's ``exp_avg``/``exp_avg_sq``, SGD's
   ``momentum_buffer``), starting at 0 or at :meth:`Optimizer._initial_value` (Adagrad's
   ``initial_accumulator_value``); ``optimizer.state[p][name]`` are Tensor views into them;
@@ -27,8 +44,8 @@ flat, contiguous 1-D arrays, one set per dtype (a *bucket*):
 Then the update is a single kernel call over the whole bucket
 (``numbagrad/kernels/cpu/optim.py``), whatever the number of parameters: per-parameter
 Python work is limited to bookkeeping (is ``p.data`` still the arena view, is there a
-gradient, bump the version counter). Parameters without a gradient are skipped by
-the kernel, exactly as PyTorch skips them (their step count does not advance).
+gradient and where is it, bump the version counter). Parameters without a gradient are
+skipped by the kernel, exactly as PyTorch skips them (their step count does not advance).
 
 If anything rebinds ``p.data`` (``module.to(float64)``, ``p.data = ...``), changes the
 group's parameter list, or changes which state buffers the group needs (``amsgrad``),
@@ -43,6 +60,7 @@ import numpy as np
 
 from ..autograd.grad_mode import enable_grad
 from ..backend import backend_of
+from ..kernels.cpu._ptr import _addr_of
 from ..tensor import Tensor
 
 __all__ = ["Optimizer", "required"]
@@ -70,7 +88,8 @@ class _Bucket:
 
     __slots__ = ("dtype", "params", "pviews", "gviews", "gtensors", "param", "grad", "bufs", "buf_views",
                  "scalars", "scalar_views", "steps", "step_views", "flags", "blk_start", "blk_end", "blk_seg",
-                 "active", "tables", "scal", "work", "populated", "any_active", "be", "active_host")
+                 "active", "gsrc", "zero_copy", "tables", "scal", "work", "populated", "any_active", "be",
+                 "active_host")
 
     def __init__(self, opt, dtype, params, keys):
         state = opt.state
@@ -164,7 +183,12 @@ class _Bucket:
         self.blk_seg = be.asarray(np.array(segs, np.int64))
         self.active_host = np.zeros(n, np.uint8)
         self.active = self.active_host if be.name == "cpu" else be.zeros(n, np.uint8)
-        self.tables = (self.blk_start, self.blk_end, self.blk_seg, self.active)
+        # where each parameter's gradient is read from (see the module docstring): address
+        # (0: the arena slot, always on CUDA, whose launchers ignore the table), first element
+        self.gsrc = np.zeros(2 * n, np.int64)
+        self.gsrc[1::2] = offsets[:-1]
+        self.zero_copy = be.name == "cpu"
+        self.tables = (self.blk_start, self.blk_end, self.blk_seg, self.active, self.gsrc)
         wide = opt._scal_wide and np.dtype(dtype) != np.float64
         self.scal = be.zeros(opt._scal_width * n, np.float32 if wide else dtype)
         self.work = {}
@@ -360,12 +384,16 @@ class Optimizer:
         return arena
 
     def _sync(self, arena):
-        """Gather gradients into the arena and mark active parameters; False when some
-        ``p.data`` is no longer its arena view (the caller rebuilds)."""
+        """Point the kernels at this step's gradients (``gsrc``: read in place, or copied into
+        the arena slot, see the module docstring) and mark active parameters; False when
+        some ``p.data`` is no longer its arena view (the caller rebuilds)."""
         state = self.state
         for b in arena.buckets:
             scalar_views = b.scalar_views
             act = b.active_host
+            gsrc = b.gsrc
+            dt = b.dtype
+            in_place = b.zero_copy
             pv, gv, gt, pop = b.pviews, b.gviews, b.gtensors, b.populated
             any_active = False
             for i, p in enumerate(b.params):
@@ -376,6 +404,7 @@ class Optimizer:
                     act[i] = 0
                     continue
                 gd = g.data
+                addr = 0
                 if gd is not gv[i]:
                     if gd.shape != pv[i].shape:
                         raise RuntimeError(f"{type(self).__name__}.step: a parameter of shape {tuple(pv[i].shape)} "
@@ -383,10 +412,15 @@ class Optimizer:
                     if type(gd) is not type(gv[i]):
                         raise RuntimeError(f"{type(self).__name__}.step: a parameter on {p.device} has a gradient "
                                            f"on {g.device}")
-                    np.copyto(gv[i], gd, casting="unsafe")
-                    t = gt[i]
-                    t.data = gv[i]
-                    p.grad = t
+                    fl = gd.flags
+                    if in_place and gd.dtype == dt and fl.c_contiguous and fl.aligned:
+                        addr = _addr_of(gd)  # read where it is; p.grad keeps it alive
+                    else:
+                        np.copyto(gv[i], gd, casting="unsafe")
+                        t = gt[i]
+                        t.data = gv[i]
+                        p.grad = t
+                gsrc[2 * i] = addr
                 act[i] = 1
                 any_active = True
                 if not pop[i]:

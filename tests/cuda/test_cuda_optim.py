@@ -30,6 +30,8 @@ TOTAL = sum(SIZES) + 1          # + one element outside every block
 ACTIVE = ([1, 1, 1], [1, 0, 1], [0, 1, 1])
 TOL = {np.float32: dict(rtol=1e-5, atol=1e-7), np.float64: dict(rtol=1e-12, atol=1e-14)}
 TOL16 = dict(rtol=2e-2, atol=2e-3)
+GSRC = np.zeros(2 * len(SIZES), np.int64)
+"""The kernels' ``gsrc`` table: every gradient in its arena slot (the CUDA launchers ignore it)."""
 
 
 def _blocks(sizes=SIZES, block=3):
@@ -126,7 +128,7 @@ def _run_adam(kernel, on_device, dtype, scal, amsgrad, grads):
 
     def call(a, tables, g, active):
         p, m, v, vmax, steps, seg = a
-        kernel(p, g, m, v, vmax if amsgrad else v, *tables, active, steps, seg, *scal)
+        kernel(p, g, m, v, vmax if amsgrad else v, *tables, active, GSRC, steps, seg, *scal)
     return run_steps(call, arrs, on_device, grads)
 
 
@@ -173,7 +175,7 @@ def _run_sgd(kernel, on_device, dtype, scal, grads):
 
     def call(a, tables, g, active):
         p, buf, has_buf = a
-        kernel(p, g, buf if use_m else g, *tables, active, has_buf, *scal)
+        kernel(p, g, buf if use_m else g, *tables, active, GSRC, has_buf, *scal)
     return run_steps(call, [_start_param(dtype), np.zeros(TOTAL, dtype), np.zeros(len(SIZES), np.uint8)], on_device,
                      grads)
 

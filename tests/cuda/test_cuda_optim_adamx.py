@@ -19,7 +19,7 @@ cuda = pytest.importorskip("numba.cuda")
 from numbagrad.kernels.cpu import optim_adamx as C  # noqa: E402
 from numbagrad.kernels.cuda import optim_adamx as G  # noqa: E402
 from optest import check_kernels_compile_to_ptx, check_launchers_mirror_cpu  # noqa: E402
-from test_cuda_optim import SIZES, TOTAL, _grads, as_f32, check_half, check_steps, run_steps  # noqa: E402
+from test_cuda_optim import GSRC, SIZES, TOTAL, _grads, as_f32, check_half, check_steps, run_steps  # noqa: E402
 
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
 N = len(SIZES)
@@ -48,7 +48,7 @@ def _state(name, dtype):
 def _run(name, kernel, on_device, dtype, scal, grads):
     """Three steps; the host arrays of ``FIELDS[name]`` after each."""
     def call(a, tables, g, active):
-        kernel(a[0], g, a[1], a[2], *tables, active, *a[3:], *scal)
+        kernel(a[0], g, a[1], a[2], *tables, active, GSRC, *a[3:], *scal)
     return run_steps(call, _state(name, dtype), on_device, grads)
 
 

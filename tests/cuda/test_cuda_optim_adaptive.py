@@ -20,7 +20,7 @@ cuda = pytest.importorskip("numba.cuda")
 from numbagrad.kernels.cpu import optim_adaptive as C  # noqa: E402
 from numbagrad.kernels.cuda import optim_adaptive as G  # noqa: E402
 from optest import check_kernels_compile_to_ptx, check_launchers_mirror_cpu  # noqa: E402
-from test_cuda_optim import (SIZES, TOTAL, _grads, _start_param, as_f32, check_half, check_steps,  # noqa: E402
+from test_cuda_optim import (GSRC, SIZES, TOTAL, _grads, _start_param, as_f32, check_half, check_steps,  # noqa: E402
                              run_steps)
 
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
@@ -73,7 +73,7 @@ def _rmsprop_call(dtype, lr, alpha, eps, wd, momentum, centered, maximize):
 
 def _rmsprop_caller(scal):
     def call(kernel, a, tables, g, active):
-        kernel(a["param"], g, a["square_avg"], a["grad_avg"], a["momentum_buffer"], *tables, active, a["steps"],
+        kernel(a["param"], g, a["square_avg"], a["grad_avg"], a["momentum_buffer"], *tables, active, GSRC, a["steps"],
                *scal)
     call.cpu, call.gpu, call.scal = "_rmsprop_step_cpu", "_rmsprop_step_cuda", scal
     return call
@@ -115,7 +115,7 @@ def _adagrad_call(dtype, lr, lr_decay, eps, wd, maximize):
 
 def _adagrad_caller(scal):
     def call(kernel, a, tables, g, active):
-        kernel(a["param"], g, a["sum"], *tables, active, a["steps"], a["seg_scal"], *scal)
+        kernel(a["param"], g, a["sum"], *tables, active, GSRC, a["steps"], a["seg_scal"], *scal)
     call.cpu, call.gpu, call.scal = "_adagrad_step_cpu", "_adagrad_step_cuda", scal
     return call
 
@@ -149,7 +149,7 @@ def _adadelta_call(dtype, lr, rho, eps, wd, maximize):
 
 def _adadelta_caller(scal):
     def call(kernel, a, tables, g, active):
-        kernel(a["param"], g, a["square_avg"], a["acc_delta"], *tables, active, a["steps"], *scal)
+        kernel(a["param"], g, a["square_avg"], a["acc_delta"], *tables, active, GSRC, a["steps"], *scal)
     call.cpu, call.gpu, call.scal = "_adadelta_step_cpu", "_adadelta_step_cuda", scal
     return call
 

@@ -20,7 +20,7 @@ cuda = pytest.importorskip("numba.cuda")
 from numbagrad.kernels.cpu import optim_lamb as C  # noqa: E402
 from numbagrad.kernels.cuda import optim_lamb as G  # noqa: E402
 from optest import check_kernels_compile_to_ptx, check_launchers_mirror_cpu  # noqa: E402
-from test_cuda_optim import (SIZES, TOL, TOTAL, _blocks, _grads, _start_param, as_f32, check_half,  # noqa: E402
+from test_cuda_optim import (GSRC, SIZES, TOL, TOTAL, _blocks, _grads, _start_param, as_f32, check_half,  # noqa: E402
                              check_steps, run_steps)
 
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
@@ -46,7 +46,7 @@ def _run_lamb(kernel, on_device, dtype, scal, grads):
 
     def call(a, tables, g, active):
         p, m, v, upd, steps, seg, part = a
-        kernel(p, g, m, v, upd if adapt else g, *tables, active, steps, seg, part, *scal)
+        kernel(p, g, m, v, upd if adapt else g, *tables, active, GSRC, steps, seg, part, *scal)
     return run_steps(call, arrs, on_device, grads)
 
 
@@ -105,7 +105,7 @@ LION_NAMES = ["param", "exp_avg", "steps"]
 def _run_lion(kernel, on_device, dtype, scal, grads):
     def call(a, tables, g, active):
         p, m, steps = a
-        kernel(p, g, m, *tables, active, steps, *scal)
+        kernel(p, g, m, *tables, active, GSRC, steps, *scal)
     return run_steps(call, [_start_param(dtype), np.zeros(TOTAL, dtype), np.array([0, 2, 5], np.float32)],
                      on_device, grads)
 

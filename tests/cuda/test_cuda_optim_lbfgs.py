@@ -108,9 +108,11 @@ def test_axpy_and_gather_match_cpu(dtype):
     tables = [np.array(v, np.int64) for v in ([0, 3, 4, 7], [3, 4, 7, 10], [0, 0, 1, 2])]
     active = np.array([1, 0, 1], np.uint8)
     out = np.full(N, 9, dtype)
-    C._lbfgs_gather_cpu(grad, *tables, active, out)
+    gsrc = np.zeros(6, np.int64)  # every gradient in the arena (the CUDA launcher ignores it)
+    C._lbfgs_gather_cpu(grad, *tables, active, gsrc, out)
     gout = cuda.to_device(np.full(N, 9, dtype))
-    G._lbfgs_gather_cuda(cuda.to_device(grad), *[cuda.to_device(t) for t in tables], cuda.to_device(active), gout)
+    G._lbfgs_gather_cuda(cuda.to_device(grad), *[cuda.to_device(t) for t in tables], cuda.to_device(active), gsrc,
+                         gout)
     np.testing.assert_array_equal(gout.copy_to_host(), out)
     np.testing.assert_array_equal(out[4:7], 0)
     assert out[-1] == 9

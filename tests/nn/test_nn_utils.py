@@ -226,13 +226,17 @@ def test_fallback_paths_match_reference():
 
 
 def test_arena_gradients_run_as_one_span():
-    """After an optimizer step the gradients are views into one flat buffer: the address
-    table collapses to one span, and the result is unchanged."""
+    """Gradients an optimizer step copied into its arena are views into one flat buffer: the
+    address table collapses to one span, and the result is unchanged. (A step reads float32
+    C-contiguous gradients where they are; a float64 gradient of a float32 parameter is cast
+    into its arena slot and ``p.grad`` becomes the slot, where backward then accumulates.)"""
     r = np.random.default_rng(9)
     model = nn.Sequential(nn.Linear(6, 5), nn.Linear(5, 3))
     opt = optim.SGD(model.parameters(), lr=0.0)
     x = ng.tensor(r.standard_normal((4, 6)).astype(np.float32))
     model(x).sum().backward()
+    for p in model.parameters():
+        p.grad = ng.tensor(p.grad.numpy().astype(np.float64))
     opt.step()
     opt.zero_grad(set_to_none=False)
     model(x).sum().backward()

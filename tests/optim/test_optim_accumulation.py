@@ -1,7 +1,8 @@
 """Gradient accumulation works with every optimizer: gradients of two half-batches
 accumulated by ``backward`` (``zero_grad`` only every second time) give the same step as
-the full batch's gradient, whether the accumulation lands in fresh arrays or in the
-optimizer's arena (``zero_grad(set_to_none=False)``)."""
+the full batch's gradient, whether the accumulation lands in fresh arrays or in the arrays
+``zero_grad(set_to_none=False)`` zeroed in place (the ``.grad`` arrays of the previous step,
+which the optimizer read where they are)."""
 import numpy as np
 import pytest
 
@@ -62,7 +63,7 @@ def _run(name, accumulate, set_to_none, steps=4):
     return [p.detach().numpy().copy() for p in m.parameters()]
 
 
-@pytest.mark.parametrize("set_to_none", [True, False], ids=["fresh-grads", "arena-grads"])
+@pytest.mark.parametrize("set_to_none", [True, False], ids=["fresh-grads", "kept-grads"])
 @pytest.mark.parametrize("name", list(MAKERS))
 def test_accumulated_half_batches_step_like_the_full_batch(name, set_to_none):
     full = _run(name, accumulate=False, set_to_none=set_to_none)

@@ -213,14 +213,15 @@ def _arena_args(dtype, kind, seed=0):
         off += n
     tables = tuple(np.array(v, np.int64) for v in (starts, ends, segs))
     active = np.array([1, 0, 1], np.uint8)
+    gsrc = np.zeros(6, np.int64)  # every gradient in its arena slot
     t = np.dtype(dtype).type
     p, g = rng.standard_normal(total).astype(dtype), rng.standard_normal(total).astype(dtype)
     if kind == "lamb":
         m, v = rng.standard_normal(total).astype(dtype) * t(0.1), np.abs(rng.standard_normal(total)).astype(dtype)
-        return (p, g, m, v, np.zeros(total, dtype), *tables, active, np.array([3, 0, 7], np.float32), np.zeros(6, dtype),
-                np.zeros(2 * len(starts)), 1e-2, 0.9, 0.999, t(0.1), t(0.9), t(0.999), t(1e-3), t(1e-6), t(0.01),
-                t(1), 10.0, True, True, True)
-    return (p, g, rng.standard_normal(total).astype(dtype), *tables, active, np.zeros(3, np.float32),
+        return (p, g, m, v, np.zeros(total, dtype), *tables, active, gsrc, np.array([3, 0, 7], np.float32),
+                np.zeros(6, dtype), np.zeros(2 * len(starts)), 1e-2, 0.9, 0.999, t(0.1), t(0.9), t(0.999), t(1e-3),
+                t(1e-6), t(0.01), t(1), 10.0, True, True, True)
+    return (p, g, rng.standard_normal(total).astype(dtype), *tables, active, gsrc, np.zeros(3, np.float32),
             t(-1e-2), t(0.9), t(0.1), t(0.99), t(0.01), t(0.999), t(1))
 
 

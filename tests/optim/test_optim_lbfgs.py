@@ -222,9 +222,10 @@ def test_small_autograd_model_matches_torch():
             np.testing.assert_allclose(p1.detach().numpy(), p2.detach().numpy(), rtol=1e-8, atol=1e-8)
 
 
-def test_gradients_kept_in_the_arena_give_the_same_steps():
-    """``zero_grad(set_to_none=False)`` makes backward accumulate into the optimizer's flat
-    gradient buffer (no copies); the steps are the same bits as with fresh gradients."""
+def test_gradients_kept_between_evaluations_give_the_same_steps():
+    """``zero_grad(set_to_none=False)`` makes backward accumulate into the ``.grad`` arrays
+    it zeroed (no new arrays; the gather reads them where they are); the steps are the same
+    bits as with fresh gradients."""
     rng = np.random.default_rng(1)
     X, Y = rng.standard_normal((20, 3)), rng.standard_normal((20, 2))
     init = [0.5 * rng.standard_normal(s) for s in ((3, 4), (4,), (4, 2))]

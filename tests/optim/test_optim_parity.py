@@ -178,21 +178,32 @@ def test_parameters_live_in_one_flat_arena():
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
     o = optim.Adam(model.parameters(), lr=1e-2)
     model(ng.randn(5, 4)).sum().backward()
+    fresh = [p.grad for p in model.parameters()]
     o.step()
     bases = {id(p.data.base) for p in model.parameters()}
     assert len(bases) == 1  # every parameter is a view of the same buffer
-    grad_bases = {id(p.grad.data.base) for p in model.parameters()}
-    assert len(grad_bases) == 1 and grad_bases != bases
+    (bucket,) = o._arenas[id(o.param_groups[0])].buckets
+    assert all(p.data.base is bucket.param for p in model.parameters())
+    # fresh gradients are read where backward left them: not copied into the arena
+    assert all(p.grad is g for p, g in zip(model.parameters(), fresh))
+    assert not any(np.shares_memory(p.grad.data, bucket.grad) for p in model.parameters())
+    assert all(bucket.gsrc[2 * i] == p.grad.data.ctypes.data for i, p in enumerate(model.parameters()))
     st = o.state[model[0].weight]
     assert st["exp_avg"].shape == (8, 4) and st["step"].item() == 1.0
-    # set_to_none=False keeps gradients in the arena: the engine accumulates in place
-    g_before = [p.grad for p in model.parameters()]
+    # set_to_none=False zeroes those arrays in place and the engine accumulates into them
     o.zero_grad(set_to_none=False)
+    assert all(p.grad is g and not p.grad.data.any() for p, g in zip(model.parameters(), fresh))
     model(ng.randn(5, 4)).sum().backward()
-    assert all(p.grad is g for p, g in zip(model.parameters(), g_before))
+    assert all(p.grad is g for p, g in zip(model.parameters(), fresh))
     o.step()
-    assert all(p.grad is g for p, g in zip(model.parameters(), g_before))
+    assert all(p.grad is g for p, g in zip(model.parameters(), fresh))
     assert st["step"].item() == 2.0
+    # a gradient that must be copied (another dtype) lands in the arena: p.grad becomes its slot
+    w = model[0].weight
+    w.grad = ng.tensor(np.ones((8, 4)))  # float64 for a float32 parameter
+    o.step()
+    assert w.grad.data.base is bucket.grad and w.grad.dtype == np.float32 and bucket.gsrc[0] == 0
+    assert (w.grad.data == 1).all()
     o.zero_grad()
     assert all(p.grad is None for p in model.parameters())
 

@@ -42,12 +42,12 @@ import math
 import weakref
 
 import numpy as np
-from numba import carray, njit, prange, types
-from numba.extending import intrinsic
+from numba import carray, njit, prange
 
 from ...backend import config
 from .._clip_common import _empty_norm, _norm_mode
 from .._jit import cpu_jit, _renamed
+from ._ptr import _ptr_of
 
 __all__ = ["_grad_norm_cpu", "_grad_scale_cpu", "_grad_clamp_cpu"]
 
@@ -55,16 +55,6 @@ __all__ = ["_grad_norm_cpu", "_grad_scale_cpu", "_grad_clamp_cpu"]
 # most _MAX_CHUNKS (then chunks grow).
 _CHUNK = 1 << 16
 _MAX_CHUNKS = 256
-
-
-@intrinsic
-def _ptr_of(typingctx, addr, like):
-    """A typed pointer (``like``'s element type) to the address ``addr`` (int64)."""
-    sig = types.CPointer(like.dtype)(addr, like)
-
-    def codegen(context, builder, signature, args):
-        return builder.inttoptr(args[0], context.get_value_type(signature.return_type))
-    return sig, codegen
 
 
 # ---- per-span reductions -------------------------------------------------------------------------

@@ -10,6 +10,14 @@ step; inactive parameters are skipped, as PyTorch skips parameters whose ``.grad
 is None) and keep their own per-parameter counters (Adam's ``steps``, SGD's
 ``has_buf``), so the result is exactly PyTorch's per-tensor loop.
 
+Gradients are read through ``gsrc`` (int64, two entries per segment, after ``active`` in
+every kernel's arguments): ``gsrc[2*s]`` is 0 when segment ``s``'s gradient is in its
+slot of the arena ``grad``, else the data address of the C-contiguous array (the
+parameter's dtype and size) that holds it, which the optimizer leaves where backward put
+it instead of copying it into the arena; ``gsrc[2*s+1]`` is the segment's first arena
+element. ``grad_block`` turns a block into a view of either. The caller keeps those
+arrays alive for the call.
+
 Arithmetic follows PyTorch's single-tensor implementations operation by operation,
 with scalars rounded to the parameter dtype where PyTorch rounds them (scalar
 arguments of float32 tensor ops are applied in float32); only the bias corrections are
@@ -22,14 +30,16 @@ SGD follows torch bit for bit, and Adam up to torch's ``sqrt`` (MKL's, within 1 
 but not correctly rounded, so ~0.6% of the denominators differ in the last bit).
 
 The inlined helpers at the top (``step_count``, ``bias_corrections``, ``block_of``,
-``lerp``, ``sq_avg``, ``moments``, ``adam_elem``, ``maximum``...) are shared by every
-optimizer kernel (``optim_adamx.py``, ``optim_adaptive.py``, ``optim_lamb.py``).
+``grad_block``, ``lerp``, ``sq_avg``, ``moments``, ``adam_elem``, ``maximum``...) are
+shared by every optimizer kernel (``optim_adamx.py``, ``optim_adaptive.py``,
+``optim_lamb.py``; ``optim_lbfgs.py``'s gather uses ``grad_block``).
 """
 import numpy as np
-from numba import prange
+from numba import carray, prange
 
 from .._jit import flat_kernel, scalar_helper
 from ._fma import fma
+from ._ptr import _ptr_of
 
 
 # ---- shared by the optimizer kernels (kernels/cpu/optim_*.py) -----------------------------------
@@ -63,6 +73,20 @@ def block_of(blk_start, blk_end, blk_seg, active, b):
     if not active[s]:
         return -1, 0, 0
     return s, blk_start[b], blk_end[b]
+
+
+@scalar_helper
+def grad_block(grad, gsrc, s, lo, hi):
+    """Elements ``[lo, hi)`` of the arena (inside parameter ``s``) of this step's gradient,
+    as a 1-D contiguous array: ``grad[lo:hi]`` when ``gsrc[2*s] == 0`` (the gradient is in
+    its arena slot), else a view of the parameter's own gradient array, read where it is:
+    ``gsrc[2*s]`` its data address, ``gsrc[2*s+1]`` the parameter's first arena element
+    (see ``Optimizer._sync``). A select on the address, outside the element loop: loops
+    over the result vectorise either way."""
+    addr = gsrc[2 * s]
+    if addr == 0:
+        return grad[lo:hi]
+    return carray(_ptr_of(addr + (lo - gsrc[2 * s + 1]) * grad.itemsize, grad), hi - lo)
 
 
 @scalar_helper
@@ -109,7 +133,7 @@ def maximum(x, y):
 # ---- Adam / AdamW -------------------------------------------------------------------------------
 @flat_kernel
 def _adam_step_cpu(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq,
-                   blk_start, blk_end, blk_seg, active, steps, seg_scal,
+                   blk_start, blk_end, blk_seg, active, gsrc, steps, seg_scal,
                    lr, beta1, beta2, omb1, omw, b2, omb2, eps, wd, decay, sign,
                    amsgrad, lerp_small):
     """Adam / AdamW (``torch.optim.adam._single_tensor_adam``) over a flat arena.
@@ -140,7 +164,7 @@ def _adam_step_cpu(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq,
         # Zero-based loops over slices: indexing with ``range(lo, hi)`` makes numba emit
         # a negative-index wraparound per access, which blocks SIMD (4x slower).
         pp = param[lo:hi]
-        gg = grad[lo:hi]
+        gg = grad_block(grad, gsrc, s, lo, hi)
         mm = exp_avg[lo:hi]
         vv = exp_avg_sq[lo:hi]
         # Two loops, not a branch per element: a store to max_exp_avg_sq only in one of
@@ -160,7 +184,7 @@ def _adam_step_cpu(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq,
 
 # ---- SGD ---------------------------------------------------------------------------------------
 @flat_kernel
-def _sgd_step_cpu(param, grad, buf, blk_start, blk_end, blk_seg, active, has_buf,
+def _sgd_step_cpu(param, grad, buf, blk_start, blk_end, blk_seg, active, gsrc, has_buf,
                   neg_lr, momentum, omd, wd, sign, use_momentum, nesterov):
     """SGD with momentum / dampening / nesterov / weight decay / maximize
     (``torch.optim.sgd._single_tensor_sgd``) over a flat arena.
@@ -176,7 +200,7 @@ def _sgd_step_cpu(param, grad, buf, blk_start, blk_end, blk_seg, active, has_buf
         if s < 0:
             continue
         pp = param[lo:hi]
-        gg = grad[lo:hi]
+        gg = grad_block(grad, gsrc, s, lo, hi)
         if use_momentum:
             bf = buf[lo:hi]
             first = has_buf[s] == 0

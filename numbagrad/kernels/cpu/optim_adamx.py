@@ -33,12 +33,12 @@ from numba import prange
 
 from .._jit import flat_kernel, scalar_helper
 from ._fma import fma
-from .optim import adam_elem, bias_corrections, block_of, lerp, maximum, step_count
+from .optim import adam_elem, bias_corrections, block_of, grad_block, lerp, maximum, step_count
 
 
 # ---- Adamax ------------------------------------------------------------------------------------
 @flat_kernel
-def _adamax_step_cpu(param, grad, exp_avg, exp_inf, blk_start, blk_end, blk_seg, active, steps, seg_scal,
+def _adamax_step_cpu(param, grad, exp_avg, exp_inf, blk_start, blk_end, blk_seg, active, gsrc, steps, seg_scal,
                      lr, beta1, omb1, omw, b2, eps, wd, sign, lerp_small):
     """Adamax (``torch.optim.adamax._single_tensor_adamax``) over a flat arena.
 
@@ -61,7 +61,7 @@ def _adamax_step_cpu(param, grad, exp_avg, exp_inf, blk_start, blk_end, blk_seg,
             continue
         nclr = seg_scal[2 * s]
         pp = param[lo:hi]
-        gg = grad[lo:hi]
+        gg = grad_block(grad, gsrc, s, lo, hi)
         mm = exp_avg[lo:hi]
         uu = exp_inf[lo:hi]
         for i in range(hi - lo):
@@ -76,7 +76,7 @@ def _adamax_step_cpu(param, grad, exp_avg, exp_inf, blk_start, blk_end, blk_seg,
 
 # ---- RAdam -------------------------------------------------------------------------------------
 @flat_kernel
-def _radam_step_cpu(param, grad, exp_avg, exp_avg_sq, blk_start, blk_end, blk_seg, active, steps, seg_scal,
+def _radam_step_cpu(param, grad, exp_avg, exp_avg_sq, blk_start, blk_end, blk_seg, active, gsrc, steps, seg_scal,
                     beta1, beta2, lr_t, omb1, omw, b2, omb2, eps, wd, decay, sign, lerp_small):
     """RAdam (``torch.optim.radam._single_tensor_radam``) over a flat arena.
 
@@ -116,7 +116,7 @@ def _radam_step_cpu(param, grad, exp_avg, exp_avg_sq, blk_start, blk_end, blk_se
         rect = seg_scal[3 * s + 2]
         rectified = rect > 0
         pp = param[lo:hi]
-        gg = grad[lo:hi]
+        gg = grad_block(grad, gsrc, s, lo, hi)
         mm = exp_avg[lo:hi]
         vv = exp_avg_sq[lo:hi]
         for i in range(hi - lo):
@@ -134,7 +134,7 @@ def _mu(beta1, momentum_decay, t):
 
 
 @flat_kernel
-def _nadam_step_cpu(param, grad, exp_avg, exp_avg_sq, blk_start, blk_end, blk_seg, active, steps, mu_product,
+def _nadam_step_cpu(param, grad, exp_avg, exp_avg_sq, blk_start, blk_end, blk_seg, active, gsrc, steps, mu_product,
                     seg_scal, lr, beta1, beta2, momentum_decay, omb1, omw, b2, omb2, eps, wd, decay, sign,
                     lerp_small):
     """NAdam (``torch.optim.nadam._single_tensor_nadam``) over a flat arena.
@@ -168,7 +168,7 @@ def _nadam_step_cpu(param, grad, exp_avg, exp_avg_sq, blk_start, blk_end, blk_se
         c1 = seg_scal[3 * s + 1]
         c2 = seg_scal[3 * s + 2]
         pp = param[lo:hi]
-        gg = grad[lo:hi]
+        gg = grad_block(grad, gsrc, s, lo, hi)
         mm = exp_avg[lo:hi]
         vv = exp_avg_sq[lo:hi]
         for i in range(hi - lo):

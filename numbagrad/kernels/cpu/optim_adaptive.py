@@ -29,12 +29,12 @@ from numba import prange
 
 from .._jit import flat_kernel
 from ._fma import fma
-from .optim import block_of, count_steps, lerp, sq_avg, step_count
+from .optim import block_of, count_steps, grad_block, lerp, sq_avg, step_count
 
 
 @flat_kernel
 def _rmsprop_step_cpu(param, grad, square_avg, grad_avg, momentum_buffer,
-                      blk_start, blk_end, blk_seg, active, steps,
+                      blk_start, blk_end, blk_seg, active, gsrc, steps,
                       neg_lr, alpha, oma, omw, eps, wd, sign, momentum,
                       centered, use_momentum, lerp_small):
     """RMSprop (``torch.optim.rmsprop._single_tensor_rmsprop``) over a flat arena.
@@ -53,7 +53,7 @@ def _rmsprop_step_cpu(param, grad, square_avg, grad_avg, momentum_buffer,
         if s < 0:
             continue
         pp = param[lo:hi]
-        gg = grad[lo:hi]
+        gg = grad_block(grad, gsrc, s, lo, hi)
         vv = square_avg[lo:hi]
         aa = grad_avg[lo:hi]
         mm = momentum_buffer[lo:hi]
@@ -77,7 +77,7 @@ def _rmsprop_step_cpu(param, grad, square_avg, grad_avg, momentum_buffer,
 
 
 @flat_kernel
-def _adagrad_step_cpu(param, grad, state_sum, blk_start, blk_end, blk_seg, active, steps, seg_scal,
+def _adagrad_step_cpu(param, grad, state_sum, blk_start, blk_end, blk_seg, active, gsrc, steps, seg_scal,
                       lr, lr_decay, eps, wd, sign):
     """Adagrad (``torch.optim.adagrad._single_tensor_adagrad``) over a flat arena.
 
@@ -96,7 +96,7 @@ def _adagrad_step_cpu(param, grad, state_sum, blk_start, blk_end, blk_seg, activ
             continue
         nclr = seg_scal[2 * s]
         pp = param[lo:hi]
-        gg = grad[lo:hi]
+        gg = grad_block(grad, gsrc, s, lo, hi)
         ss = state_sum[lo:hi]
         for i in range(hi - lo):
             p = pp[i]
@@ -107,7 +107,7 @@ def _adagrad_step_cpu(param, grad, state_sum, blk_start, blk_end, blk_seg, activ
 
 
 @flat_kernel
-def _adadelta_step_cpu(param, grad, square_avg, acc_delta, blk_start, blk_end, blk_seg, active, steps,
+def _adadelta_step_cpu(param, grad, square_avg, acc_delta, blk_start, blk_end, blk_seg, active, gsrc, steps,
                        neg_lr, rho, omr, eps, wd, sign):
     """Adadelta (``torch.optim.adadelta._single_tensor_adadelta``) over a flat arena.
 
@@ -120,7 +120,7 @@ def _adadelta_step_cpu(param, grad, square_avg, acc_delta, blk_start, blk_end, b
         if s < 0:
             continue
         pp = param[lo:hi]
-        gg = grad[lo:hi]
+        gg = grad_block(grad, gsrc, s, lo, hi)
         vv = square_avg[lo:hi]
         dd = acc_delta[lo:hi]
         for i in range(hi - lo):

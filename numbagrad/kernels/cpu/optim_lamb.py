@@ -35,7 +35,7 @@ from ...backend import config
 
 from .._jit import flat_kernel, scalar_helper
 from ._fma import fma
-from .optim import bias_corrections, block_of, count_steps, moments, step_count
+from .optim import bias_corrections, block_of, count_steps, grad_block, moments, step_count
 
 __all__ = ["_lamb_step_cpu", "_lion_step_cpu"]
 
@@ -70,7 +70,7 @@ def _sumsq(x):
 
 @flat_kernel
 def _lamb_step_cpu(param, grad, exp_avg, exp_avg_sq, update,
-                   blk_start, blk_end, blk_seg, active, steps, seg_scal, blk_part,
+                   blk_start, blk_end, blk_seg, active, gsrc, steps, seg_scal, blk_part,
                    lr, beta1, beta2, omb1, omw, b2, omb2, eps, wd, sign, clamp,
                    bias_correction, adapt, lerp_small):
     """LAMB (You et al. 2019) over a flat arena; see the module docstring for the passes.
@@ -118,7 +118,7 @@ def _lamb_step_cpu(param, grad, exp_avg, exp_avg_sq, update,
         bc2s = seg_scal[2 * s + 1]
         # zero-based loops over slices vectorise (see kernels/cpu/optim.py)
         pp = param[lo:hi]
-        gg = grad[lo:hi]
+        gg = grad_block(grad, gsrc, s, lo, hi)
         mm = exp_avg[lo:hi]
         vv = exp_avg_sq[lo:hi]
         uu = update[lo:hi]
@@ -173,7 +173,7 @@ def _lamb_step_cpu(param, grad, exp_avg, exp_avg_sq, update,
 
 
 @flat_kernel
-def _lion_step_cpu(param, grad, exp_avg, blk_start, blk_end, blk_seg, active, steps,
+def _lion_step_cpu(param, grad, exp_avg, blk_start, blk_end, blk_seg, active, gsrc, steps,
                    neg_lr, b1, omb1, b2, omb2, decay, sign):
     """Lion (Chen et al. 2023) over a flat arena. Per element, in the parameter dtype::
 
@@ -194,7 +194,7 @@ def _lion_step_cpu(param, grad, exp_avg, blk_start, blk_end, blk_seg, active, st
         if s < 0:
             continue
         pp = param[lo:hi]
-        gg = grad[lo:hi]
+        gg = grad_block(grad, gsrc, s, lo, hi)
         mm = exp_avg[lo:hi]
         for i in range(hi - lo):
             g = gg[i] * sign

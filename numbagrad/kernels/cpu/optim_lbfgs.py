@@ -8,9 +8,10 @@ rows ``(start + k) % cap`` for ``k = 0 .. count - 1``, oldest first.
 
 Kernels (the same arguments on every backend):
 
-* ``_lbfgs_gather_cpu(grad, blk_start, blk_end, blk_seg, active, out)``: ``out`` is the
-  arena's gradient with zeros where a parameter has no gradient (``active[s] == 0``),
-  like ``torch.optim.LBFGS._gather_flat_grad``.
+* ``_lbfgs_gather_cpu(grad, blk_start, blk_end, blk_seg, active, gsrc, out)``: ``out`` is
+  the group's gradient with zeros where a parameter has no gradient (``active[s] == 0``),
+  like ``torch.optim.LBFGS._gather_flat_grad``; each parameter's gradient is read from its
+  arena slot or, through ``gsrc``, where its array is (``optim.py``'s ``grad_block``).
 * ``_lbfgs_axpy_cpu(x, d, t)``: ``x += t * d`` rounded once (``x.add_(d, alpha=t)`` is
   an fma in torch, measured for float32 and float64).
 * ``_lbfgs_dot_cpu(a, b, partial)``: ``a . b`` (float64 result).
@@ -40,6 +41,7 @@ from numba import prange
 
 from .._jit import flat_kernel
 from ._fma import fma
+from .optim import grad_block
 
 __all__ = ["_lbfgs_gather_cpu", "_lbfgs_axpy_cpu", "_lbfgs_dot_cpu", "_lbfgs_pair_cpu",
            "_lbfgs_absstats_cpu", "_lbfgs_direction_cpu"]
@@ -48,14 +50,16 @@ _AXPY_CHUNK = 16384
 
 
 @flat_kernel
-def _lbfgs_gather_cpu(grad, blk_start, blk_end, blk_seg, active, out):
-    """``out = grad`` on the blocks of active parameters, 0 on the others."""
+def _lbfgs_gather_cpu(grad, blk_start, blk_end, blk_seg, active, gsrc, out):
+    """``out`` = the gradient (``grad_block``) on the blocks of active parameters, 0 on the
+    others."""
     for b in prange(blk_start.size):
         lo = blk_start[b]
         hi = blk_end[b]
         oo = out[lo:hi]
-        if active[blk_seg[b]]:
-            gg = grad[lo:hi]
+        s = blk_seg[b]
+        if active[s]:
+            gg = grad_block(grad, gsrc, s, lo, hi)
             for i in range(hi - lo):
                 oo[i] = gg[i]
         else:

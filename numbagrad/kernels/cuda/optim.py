@@ -10,7 +10,10 @@ active segments) and ``seg_scal`` (``[-lr/bc1, sqrt(bc2)]`` per segment, in the
 parameter dtype), SGD's uint8 ``has_buf`` (set for active segments after a momentum
 step). Per-element scalars come typed like ``param``; ``lr``, ``beta1``, ``beta2`` are
 float64. The update arithmetic is the CPU's, operation by operation (PyTorch's
-single-tensor Adam / SGD). Nothing is returned.
+single-tensor Adam / SGD). Nothing is returned. ``gsrc`` (every launcher here and in
+``optim_*.py`` takes it after ``active``, as the CPU twins) is ignored: on the CPU it lets
+a kernel read a gradient where its array is, but CUDA buckets always copy gradients into
+the arena's ``grad``, so there it is all zeros.
 
 Design
 ------
@@ -188,7 +191,7 @@ def _adam_elements_kernel(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, blk_
 
 
 def _adam_step_cuda(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq,
-                    blk_start, blk_end, blk_seg, active, steps, seg_scal,
+                    blk_start, blk_end, blk_seg, active, gsrc, steps, seg_scal,
                     lr, beta1, beta2, omb1, omw, b2, omb2, eps, wd, decay, sign,
                     amsgrad, lerp_small):
     """Adam / AdamW over a flat arena (``torch.optim.adam._single_tensor_adam``); see the
@@ -237,7 +240,7 @@ def _sgd_flags_kernel(active, has_buf):
         s += cuda.gridsize(1)
 
 
-def _sgd_step_cuda(param, grad, buf, blk_start, blk_end, blk_seg, active, has_buf,
+def _sgd_step_cuda(param, grad, buf, blk_start, blk_end, blk_seg, active, gsrc, has_buf,
                    neg_lr, momentum, omd, wd, sign, use_momentum, nesterov):
     """SGD with momentum / dampening / nesterov / weight decay / maximize
     (``torch.optim.sgd._single_tensor_sgd``) over a flat arena; see ``_sgd_step_cpu``."""

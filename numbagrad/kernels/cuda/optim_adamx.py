@@ -52,7 +52,7 @@ def _adamax_elements_kernel(param, grad, exp_avg, exp_inf, blk_start, blk_end, b
         e += cuda.gridsize(1)
 
 
-def _adamax_step_cuda(param, grad, exp_avg, exp_inf, blk_start, blk_end, blk_seg, active, steps, seg_scal,
+def _adamax_step_cuda(param, grad, exp_avg, exp_inf, blk_start, blk_end, blk_seg, active, gsrc, steps, seg_scal,
                       lr, beta1, omb1, omw, b2, eps, wd, sign, lerp_small):
     """Adamax over a flat arena; see ``_adamax_step_cpu`` for every argument."""
     if active.size == 0:
@@ -102,7 +102,7 @@ def _radam_elements_kernel(param, grad, exp_avg, exp_avg_sq, blk_start, blk_end,
         e += cuda.gridsize(1)
 
 
-def _radam_step_cuda(param, grad, exp_avg, exp_avg_sq, blk_start, blk_end, blk_seg, active, steps, seg_scal,
+def _radam_step_cuda(param, grad, exp_avg, exp_avg_sq, blk_start, blk_end, blk_seg, active, gsrc, steps, seg_scal,
                      beta1, beta2, lr_t, omb1, omw, b2, omb2, eps, wd, decay, sign, lerp_small):
     """RAdam over a flat arena; see ``_radam_step_cpu`` for every argument (``seg_scal``
     holds 3 scalars per parameter, in the compute type)."""
@@ -158,7 +158,7 @@ def _nadam_elements_kernel(param, grad, exp_avg, exp_avg_sq, blk_start, blk_end,
         e += cuda.gridsize(1)
 
 
-def _nadam_step_cuda(param, grad, exp_avg, exp_avg_sq, blk_start, blk_end, blk_seg, active, steps, mu_product,
+def _nadam_step_cuda(param, grad, exp_avg, exp_avg_sq, blk_start, blk_end, blk_seg, active, gsrc, steps, mu_product,
                      seg_scal, lr, beta1, beta2, momentum_decay, omb1, omw, b2, omb2, eps, wd, decay, sign,
                      lerp_small):
     """NAdam over a flat arena; see ``_nadam_step_cpu`` for every argument

@@ -54,7 +54,7 @@ def _rmsprop_elements_kernel(param, grad, square_avg, grad_avg, momentum_buffer,
 
 
 def _rmsprop_step_cuda(param, grad, square_avg, grad_avg, momentum_buffer,
-                       blk_start, blk_end, blk_seg, active, steps,
+                       blk_start, blk_end, blk_seg, active, gsrc, steps,
                        neg_lr, alpha, oma, omw, eps, wd, sign, momentum,
                        centered, use_momentum, lerp_small):
     """RMSprop over a flat arena (``torch.optim.rmsprop._single_tensor_rmsprop``); see the
@@ -97,7 +97,7 @@ def _adagrad_elements_kernel(param, grad, state_sum, blk_start, blk_end, blk_seg
         e += cuda.gridsize(1)
 
 
-def _adagrad_step_cuda(param, grad, state_sum, blk_start, blk_end, blk_seg, active, steps, seg_scal,
+def _adagrad_step_cuda(param, grad, state_sum, blk_start, blk_end, blk_seg, active, gsrc, steps, seg_scal,
                        lr, lr_decay, eps, wd, sign):
     """Adagrad over a flat arena (``torch.optim.adagrad._single_tensor_adagrad``); see the
     CPU twin ``_adagrad_step_cpu`` for the meaning of every argument."""
@@ -130,7 +130,7 @@ def _adadelta_elements_kernel(param, grad, square_avg, acc_delta, blk_start, blk
         e += cuda.gridsize(1)
 
 
-def _adadelta_step_cuda(param, grad, square_avg, acc_delta, blk_start, blk_end, blk_seg, active, steps,
+def _adadelta_step_cuda(param, grad, square_avg, acc_delta, blk_start, blk_end, blk_seg, active, gsrc, steps,
                         neg_lr, rho, omr, eps, wd, sign):
     """Adadelta over a flat arena (``torch.optim.adadelta._single_tensor_adadelta``); see
     the CPU twin ``_adadelta_step_cpu`` for the meaning of every argument."""

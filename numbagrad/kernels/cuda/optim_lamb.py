@@ -173,7 +173,7 @@ def _lamb_apply_kernel(param, update, blk_start, blk_end, blk_seg, active, seg_s
 
 
 def _lamb_step_cuda(param, grad, exp_avg, exp_avg_sq, update,
-                    blk_start, blk_end, blk_seg, active, steps, seg_scal, blk_part,
+                    blk_start, blk_end, blk_seg, active, gsrc, steps, seg_scal, blk_part,
                     lr, beta1, beta2, omb1, omw, b2, omb2, eps, wd, sign, clamp,
                     bias_correction, adapt, lerp_small):
     """LAMB over a flat arena (You et al. 2019); see the CPU twin ``_lamb_step_cpu`` for
@@ -221,7 +221,7 @@ def _lion_elements_kernel(param, grad, exp_avg, blk_start, blk_end, blk_seg, act
         e += cuda.gridsize(1)
 
 
-def _lion_step_cuda(param, grad, exp_avg, blk_start, blk_end, blk_seg, active, steps,
+def _lion_step_cuda(param, grad, exp_avg, blk_start, blk_end, blk_seg, active, gsrc, steps,
                     neg_lr, b1, omb1, b2, omb2, decay, sign):
     """Lion over a flat arena (Chen et al. 2023); see the CPU twin ``_lion_step_cpu``."""
     if active.size == 0:

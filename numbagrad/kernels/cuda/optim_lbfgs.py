@@ -221,8 +221,9 @@ def _gather_kernel(grad, blk_start, blk_end, blk_seg, active, out):
         e += cuda.gridsize(1)
 
 
-def _lbfgs_gather_cuda(grad, blk_start, blk_end, blk_seg, active, out):
-    """``out = grad`` on the blocks of active parameters, 0 on the others."""
+def _lbfgs_gather_cuda(grad, blk_start, blk_end, blk_seg, active, gsrc, out):
+    """``out = grad`` on the blocks of active parameters, 0 on the others (``gsrc`` ignored:
+    CUDA buckets always hold their gradients in ``grad``)."""
     launch(_gather_kernel, out.size, grad, blk_start, blk_end, blk_seg, active, out)
 
 
