@@ -114,7 +114,8 @@ class CPUBackend:
             return out
         out = ufunc(a, b)
         # a ufunc of 0-d operands returns a NumPy scalar, which can't be accumulated into
-        return out if type(out) is np.ndarray else np.asarray(out)
+        # (a CUDA operand makes the ufunc return a device array: left as it is)
+        return np.asarray(out) if isinstance(out, np.generic) else out
 
     def add(self, a, b):
         return self._binary(np.add, _ew._add_fwd_cpu, a, b)
