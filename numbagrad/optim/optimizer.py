@@ -346,7 +346,7 @@ class Optimizer:
         step, ``hyper`` the group's :class:`_Hyper` and ``t`` the bucket's scalar type."""
         for group in self.param_groups:
             if group.get("differentiable"):
-                raise NotImplementedError(f"{type(self).__name__}: differentiable=True is not supported")
+                _refuse_differentiable(type(self).__name__)   # a group added with the flag
             arena = self._prepare(group)
             hyper = _Hyper(group)
             for b in arena.buckets:
@@ -554,8 +554,12 @@ def _check_hyper(owner, *, differentiable=False, nan_ok=False, unit=(), closed_b
         if not ok:
             raise ValueError(f"Invalid {_LABELS.get(key, key + ' value')}: {v}")
     if differentiable:
-        raise NotImplementedError(f"{owner}: differentiable=True (autograd through the update) is not supported; "
-                                  "the update is a fused in-place kernel")
+        _refuse_differentiable(owner)
+
+
+def _refuse_differentiable(owner):
+    raise NotImplementedError(f"{owner}: differentiable=True (autograd through the update) is not supported; "
+                              "the update is a fused in-place kernel")
 
 
 class _Hyper:

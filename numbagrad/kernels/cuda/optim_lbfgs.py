@@ -32,7 +32,8 @@ Design
 from numba import cuda, float64
 from numba import types as nbtypes
 
-from ._launch import MAX_BLOCKS, ROW_TPB, cuda_kernel, dev, device_fn, launch, widen
+from ._launch import MAX_BLOCKS, ROW_TPB, cuda_kernel, dev, launch, widen
+from .clip import _block_reduce, _combine
 from .optim import _ct, _ctype, _find_block
 
 __all__ = ["_lbfgs_gather_cuda", "_lbfgs_axpy_cuda", "_lbfgs_dot_cuda", "_lbfgs_pair_cuda",
@@ -43,33 +44,8 @@ _U8 = nbtypes.uint8
 _F64 = nbtypes.float64
 
 
-@device_fn
-def _nanmax(a, b):
-    """``max(a, b)`` where a NaN wins (``torch.max``)."""
-    if a != a:
-        return a
-    if b != b:
-        return b
-    return a if a >= b else b
-
-
-@device_fn
-def _block_reduce(sh, tid, v, is_max):
-    """Every thread's ``v`` combined (sum, or NaN-propagating max) over the block."""
-    sh[tid] = v
-    cuda.syncthreads()
-    s = ROW_TPB // 2
-    while s > 0:
-        if tid < s:
-            if is_max:
-                sh[tid] = _nanmax(sh[tid], sh[tid + s])
-            else:
-                sh[tid] = sh[tid] + sh[tid + s]
-        cuda.syncthreads()
-        s //= 2
-    r = sh[0]
-    cuda.syncthreads()
-    return r
+# the block reductions of the clipping kernels: mode _SUM adds, _MAX is torch.max (NaN wins)
+_SUM, _MAX = 0, 4
 
 
 def _nvirtual(n, partial):
@@ -95,7 +71,7 @@ def _dot_part_kernel(a, b, part, nb):
         while i < n:
             acc += float64(widen(a[i])) * float64(widen(b[i]))
             i += stride
-        tot = _block_reduce(sh, tid, acc, False)
+        tot = _block_reduce(sh, tid, acc, _SUM)
         if tid == 0:
             part[2 * vb] = tot
         vb += cuda.gridDim.x
@@ -121,8 +97,8 @@ def _pair_part_kernel(grad, prev_grad, d, t, y, s, part, nb):
             ys += y64 * float64(widen(s[i]))
             y2 += y64 * y64
             i += stride
-        tot = _block_reduce(sh, tid, ys, False)
-        tot2 = _block_reduce(sh, tid, y2, False)
+        tot = _block_reduce(sh, tid, ys, _SUM)
+        tot2 = _block_reduce(sh, tid, y2, _SUM)
         if tid == 0:
             part[2 * vb] = tot
             part[2 * vb + 1] = tot2
@@ -142,11 +118,11 @@ def _abs_part_kernel(x, part, nb):
         i = vb * ROW_TPB + tid
         while i < n:
             v = abs(float64(widen(x[i])))
-            mx = _nanmax(mx, v)
+            mx = _combine(mx, v, _MAX)
             sm += v
             i += stride
-        tmx = _block_reduce(sh, tid, mx, True)
-        tsm = _block_reduce(sh, tid, sm, False)
+        tmx = _block_reduce(sh, tid, mx, _MAX)
+        tsm = _block_reduce(sh, tid, sm, _SUM)
         if tid == 0:
             part[2 * vb] = tmx
             part[2 * vb + 1] = tsm
@@ -165,13 +141,13 @@ def _final_kernel(part, nb, first_is_max):
     j = tid
     while j < nb:
         if first_is_max:
-            a = _nanmax(a, part[2 * j])
+            a = _combine(a, part[2 * j], _MAX)
         else:
             a += part[2 * j]
         c += part[2 * j + 1]
         j += ROW_TPB
-    ta = _block_reduce(sh, tid, a, first_is_max)
-    tc = _block_reduce(sh, tid, c, False)
+    ta = _block_reduce(sh, tid, a, _MAX if first_is_max else _SUM)
+    tc = _block_reduce(sh, tid, c, _SUM)
     if tid == 0:
         part[0] = ta
         part[1] = tc
@@ -267,7 +243,7 @@ def _coef_kernel(part, nb, ro, al, j, k, second):
     while i < nb:
         a += part[2 * i]
         i += ROW_TPB
-    tot = _block_reduce(sh, tid, a, False)
+    tot = _block_reduce(sh, tid, a, _SUM)
     if tid == 0:
         r = widen(ro[j])
         v = type(r)(tot) * r
