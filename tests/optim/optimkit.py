@@ -25,9 +25,39 @@ STEPS = 100
 LARGE_SHAPES = [(300, 300), (300,), (50, 40)]
 # Parameters start standard-normal (scale ~1), so atol 1e-6 is 1e-6 relative to the
 # tensor's scale; it only matters for elements that wander near zero. The kernels round
-# where torch rounds (``kernels/cpu/_fma.py``); what is left is torch's float32 sqrt (MKL,
-# not correctly rounded) and the like, ~1 ulp in a fraction of the elements.
+# where torch rounds (``kernels/cpu/_fma.py``); what is left against torch is torch's
+# float32 sqrt (MKL, not correctly rounded) and which multiply-adds torch's vector code
+# fuses on the CPU at hand, a few ulp in some of the elements. Torch parity is checked to
+# this tolerance only; the rounding itself is checked bit for bit, independently of the
+# CPU, against NumPy emulations of torch's ops (``tests/reference/optim_rounding.py``,
+# ``test_optim_rounding.py``).
 TOL = {np.float32: dict(rtol=1e-6, atol=1e-6), np.float64: dict(rtol=1e-10, atol=1e-12)}
+
+# Option sets that reach every rounding branch of the kernels (lerp weights on both sides
+# of 0.5, L2 and decoupled decay, maximize, RAdam before and after rectification...):
+# checked against torch to TOL (test_optim_adamx.py, test_optim_adaptive.py) and bit for
+# bit against the NumPy emulations (test_optim_rounding.py).
+ADAMX_CASES = {
+    "adamax": [dict(), dict(lr=1e-2), dict(lr=1e-2, weight_decay=0.1), dict(lr=1e-2, maximize=True),
+               dict(lr=0.05, betas=(0.5, 0.9), eps=1e-3), dict(lr=0.1, betas=(0.3, 0.5)),
+               dict(lr=1e-2, weight_decay=0.05, maximize=True, betas=(0.8, 0.99))],
+    # betas (0.3, 0.5): rho_inf = 3, never rectified; the others: rectified from step 6 (rho_t <= t)
+    "radam": [dict(), dict(lr=1e-2), dict(lr=1e-2, weight_decay=0.1),
+              dict(lr=1e-2, weight_decay=0.1, decoupled_weight_decay=True), dict(lr=1e-2, maximize=True),
+              dict(lr=0.05, betas=(0.5, 0.9), eps=1e-6), dict(lr=0.1, betas=(0.3, 0.5)),
+              dict(lr=1e-2, weight_decay=0.05, decoupled_weight_decay=True, maximize=True, betas=(0.9, 0.99))],
+    "nadam": [dict(), dict(lr=1e-2), dict(lr=1e-2, weight_decay=0.1),
+              dict(lr=1e-2, weight_decay=0.1, decoupled_weight_decay=True), dict(lr=1e-2, maximize=True),
+              dict(lr=1e-2, momentum_decay=0.04), dict(lr=0.05, betas=(0.5, 0.9), eps=1e-6),
+              dict(lr=0.1, betas=(0.3, 0.5), momentum_decay=0.0),
+              dict(lr=1e-2, weight_decay=0.05, decoupled_weight_decay=True, maximize=True, betas=(0.9, 0.99))],
+}
+ADAPTIVE_ROUNDING_CASES = [
+    ("RMSprop", dict(lr=1e-2, weight_decay=0.1, maximize=True)),
+    ("RMSprop", dict(lr=1e-2, alpha=0.9, momentum=0.9, centered=True, weight_decay=0.1)),
+    ("RMSprop", dict(lr=1e-2, alpha=0.3, centered=True)),
+    ("Adagrad", dict(lr=0.1, lr_decay=0.1, weight_decay=0.1, initial_accumulator_value=0.1, maximize=True)),
+    ("Adadelta", dict(lr=0.5, rho=0.8, weight_decay=0.1, maximize=True))]
 
 
 def setup(dtype, seed=0, shapes=SHAPES, steps=STEPS, torch=None):

@@ -64,31 +64,20 @@ def test_capturable_is_accepted_and_changes_nothing(name, kw):
     optimkit.run_parity(ng_cls, t_cls, kw, np.float32, torch, ng_kw=dict(kw, capturable=True))
 
 
-BITWISE_CASES = [("RMSprop", dict(lr=1e-2, weight_decay=0.1, maximize=True)),
-                 ("RMSprop", dict(lr=1e-2, alpha=0.9, momentum=0.9, centered=True, weight_decay=0.1)),
-                 ("RMSprop", dict(lr=1e-2, alpha=0.3, centered=True)),
-                 ("Adagrad", dict(lr=0.1, lr_decay=0.1, weight_decay=0.1, initial_accumulator_value=0.1,
-                                  maximize=True)),
-                 ("Adadelta", dict(lr=0.5, rho=0.8, weight_decay=0.1, maximize=True))]
+ROUNDING_CASES = optimkit.ADAPTIVE_ROUNDING_CASES  # every rounding branch; shared with test_optim_rounding.py
 
 
-@pytest.mark.parametrize("name,kw", BITWISE_CASES, ids=_ids(BITWISE_CASES))
+@pytest.mark.parametrize("name,kw", ROUNDING_CASES, ids=_ids(ROUNDING_CASES))
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_rounds_where_torch_rounds(name, kw, dtype):
-    """Bit for bit with torch but for its ``sqrt`` (MKL's, 1 ulp off for ~0.7% of values):
-    after 3 steps under 2% of 20000 elements differ in any bit (10% for Adadelta's
-    ``acc_delta``, fed by two square roots a step); a kernel rounding a
-    multiply-add twice where torch fuses it (or the reverse) differs in 10-50%."""
+def test_rounding_cases_match_torch_with_state(name, kw, dtype):
+    """The option sets that reach every rounding branch of the kernels, on 20000 elements
+    for 3 steps: parameter and every state tensor match torch's to ``optimkit.TOL``.
+    Where torch rounds is checked bit for bit, independently of the CPU, against NumPy
+    emulations of torch's ops in ``test_optim_rounding.py`` (torch itself fuses
+    multiply-adds, and rounds its ``sqrt``, differently from one CPU to another)."""
     ng_cls, t_cls = CLASSES[name]
-    P, T, grads = setup(dtype, shapes=[(20000,)], steps=3, torch=torch)
-    o1, o2 = ng_cls(P, **kw), t_cls(T, **kw)
-    for k in range(3):
-        _set_grads(P, T, grads[k])
-        o1.step()
-        o2.step()
-    differ = [np.mean(o1.state[P[0]][key].numpy() != val.numpy()) for key, val in o2.state[T[0]].items()]
-    differ.append(np.mean(P[0].detach().numpy() != T[0].detach().numpy()))
-    assert max(differ) < (0.1 if name == "Adadelta" else 0.02), differ
+    P, T, o1, o2 = optimkit.run_parity(ng_cls, t_cls, kw, dtype, torch, steps=3, shapes=[(20000,)])
+    optimkit.assert_state_close(o1, o2, P, T, optimkit.TOL[dtype])
 
 
 SKIP_CASES = [("RMSprop", dict(lr=1e-2, momentum=0.9, centered=True, weight_decay=0.01)),

@@ -8,8 +8,13 @@ Rosenbrock function and a small tanh network, split over several parameters.
 What was measured (torch 2.13, CPU):
 
 * Everything but torch's ``dot`` and ``sum`` rounds alike: with those two replaced by a
-  sequential float64 accumulation (our kernels' order), both dtypes are bit-identical on
-  every problem and option over 6 steps (``test_bitwise_when_torch_...``).
+  sequential float64 accumulation (our kernels' order), both dtypes were bit-identical on
+  every problem and option over 6 steps on an Intel AVX-512 machine. What torch's vector
+  code and MKL do depends on the CPU: float32 Rosenbrock with the strong-Wolfe search was
+  1.5e-6 off on an AVX2-only AMD EPYC and 2.3e-4 off at step 2 on an AVX-512 AMD EPYC
+  (the valley amplifies 1-ulp differences in the line search), while every other case
+  stayed bit-identical. So ``test_close_when_torch_...`` asserts tolerances, not bits:
+  1e-12 in float64, 1e-5 in float32, float32 Rosenbrock left to the 3-step test.
 * torch's own float64 ``dot``/``sum`` (MKL, other orders) leave ~1e-16 differences that
   grow with the iterations as L-BFGS nears the noise floor: <= 2e-9 over 5 steps (up to
   100 iterations), 1e-7 after 6 steps in the worst case (network, history 3,
@@ -160,14 +165,20 @@ def _sequential(x):
     return np.cumsum(x)[-1] if x.size else 0.0
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+# float32 Rosenbrock amplifies CPU-dependent 1-ulp differences (module docstring); the
+# 3-step test_float32_matches_torch_while_dot_rounding_stays_small covers it
+CLOSE_CASES = [(n, d) for n in PROBLEMS for d in (np.float64, np.float32) if (n, d) != ("rosen", np.float32)]
+
+
 @pytest.mark.parametrize("kw", OPTIONS, ids=OPT_IDS)
-@pytest.mark.parametrize("name", list(PROBLEMS))
-def test_bitwise_when_torch_dot_and_sum_accumulate_like_ours(name, kw, dtype, monkeypatch):
+@pytest.mark.parametrize("name,dtype", CLOSE_CASES, ids=[f"{n}-{d.__name__}" for n, d in CLOSE_CASES])
+def test_close_when_torch_dot_and_sum_accumulate_like_ours(name, kw, dtype, monkeypatch):
     """With torch's ``dot`` and ``sum`` replaced by a sequential float64 accumulation
-    rounded to the dtype (what our kernels do), everything else rounds alike and the runs
-    are bit-identical over 6 steps: ``add_(alpha=)`` as an fma, float32 scalars where torch
-    keeps 0-d tensors, the line search's comparisons."""
+    rounded to the dtype (what our kernels do), everything else rounds alike (``add_(alpha=)``
+    as an fma, float32 scalars where torch keeps 0-d tensors, the line search's
+    comparisons), so the runs stay within a tight tolerance over 6 steps, with the same
+    evaluation and iteration counts. Not bits: which multiply-adds torch fuses depends on
+    the CPU."""
     tsum = torch.Tensor.sum
 
     def dot(a, b):
@@ -180,7 +191,7 @@ def test_bitwise_when_torch_dot_and_sum_accumulate_like_ours(name, kw, dtype, mo
         return torch.tensor(_sequential(a.detach().numpy().astype(np.float64)), dtype=torch.float64).to(a.dtype)
     monkeypatch.setattr(torch.Tensor, "dot", dot)
     monkeypatch.setattr(torch.Tensor, "sum", total)
-    _parity(name, dtype, kw, steps=6, tol=0.0)
+    _parity(name, dtype, kw, steps=6, tol=1e-5 if dtype == np.float32 else 1e-12)
 
 
 def test_missing_gradients_count_as_zero():
