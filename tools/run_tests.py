@@ -1,22 +1,30 @@
 """Run the whole test suite: the README's test command and what ``.ci/run`` calls.
 
-Three pytest processes, each a *phase*, run side by side (``--jobs``, default: the number
-of cores) because none of them keeps two cores busy for long:
+Four pytest processes, each a *phase*, run two at a time (``--jobs``, default: the number
+of cores), because none of them keeps two cores busy for long:
 
 ``cpu``
-    ``python -m pytest``: the CPU backend's unit tests, the PTX compilation of every CUDA
-    kernel, the tutorial notebooks (nbmake) and a smoke run of ``perf/``.
-``cudasim``
-    ``NUMBA_ENABLE_CUDASIM=1 python -m pytest tests/cuda``: the CUDA suite under numba's
-    simulator, which must be switched on before numba is imported, hence its own process.
+    ``python -m pytest`` but for the PTX file: the CPU backend's unit tests, the tutorial
+    notebooks (nbmake) and a smoke run of ``perf/``. It fills numba's cache
+    (``__pycache__``) with every CPU kernel.
+``ptx``
+    ``python -m pytest tests/test_cuda_ptx.py``: every CUDA kernel compiled to PTX (NVVM;
+    nothing is cached on disk, so it can run beside ``cpu`` without compiling anything
+    twice).
 ``avx2``
     The torch-parity tests of the optimizers, ops and losses, with torch, MKL and numba held
     to AVX2 (``ATEN_CPU_CAPABILITY=avx2``, ``MKL_ENABLE_INSTRUCTIONS=AVX2``,
     ``NUMBA_CPU_NAME=haswell`` with no extra features), so that a test whose assertion
     depends on the instruction set fails here on an AVX-512 machine too, not only on the
-    AVX2-only machine CI may land on. Its numba cache is a directory of its own
-    (``.numba_cache_avx2/``): code compiled for haswell must not replace the host's in
-    ``__pycache__``. On a machine without AVX2 the phase is skipped.
+    AVX2-only machine CI may land on. Tests that compare numbagrad with itself (serial and
+    parallel twins) and the fresh-process provider checks are left out. Its numba cache is
+    a directory of its own (``.numba_cache_avx2/``): code compiled for haswell must not
+    replace the host's in ``__pycache__``. On a machine without AVX2 the phase is skipped.
+``cudasim``
+    ``NUMBA_ENABLE_CUDASIM=1 python -m pytest tests/cuda``: the CUDA suite under numba's
+    simulator, which must be switched on before numba is imported, hence its own process.
+    It checks the simulated kernels against the CPU kernels, so it starts after ``cpu``
+    and loads them from the cache ``cpu`` filled instead of compiling them again.
 
 Each phase writes its output to ``build/test-logs/<phase>.log``; the log is printed when
 the phase ends, then a table of the phases' wall times, then one closing line with the
@@ -37,11 +45,15 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOG_DIR = os.path.join(ROOT, "build", "test-logs")
 
-# The parity tests that run again on AVX2: every optimizer test file (torch parity, the
-# rounding emulation, LBFGS), the ops tests and the loss tests. Tests whose name says they
-# compare with torch, plus the NumPy-emulated rounding of the optimizers.
-AVX2_PATHS = ["tests/optim", "tests/ops", "tests/nn/test_loss_ctc.py", "tests/nn/test_loss_metric.py",
-              "tests/nn/test_loss_pointwise.py", "tests/nn/test_nn_loss.py"]
+# The parity tests that run again on AVX2: the optimizers against torch (and the NumPy
+# emulation of their rounding), LBFGS and the schedulers' training runs, every ops test
+# (``check_op`` compares with torch wherever torch has the op) and the loss tests; minus
+# the tests that compare numbagrad with itself (serial/parallel twins) or spawn processes.
+AVX2_PATHS = ["tests/optim/test_optim_parity.py", "tests/optim/test_optim_adamx.py",
+              "tests/optim/test_optim_adaptive.py", "tests/optim/test_optim_lbfgs.py",
+              "tests/optim/test_optim_rounding.py", "tests/optim/test_lr_scheduler.py", "tests/ops",
+              "tests/nn/test_loss_ctc.py", "tests/nn/test_loss_metric.py", "tests/nn/test_loss_pointwise.py",
+              "tests/nn/test_nn_loss.py"]
 AVX2_SELECT = "not parallel and not twin and not serial and not provider and not openmp"
 AVX2_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
             "NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": "",
@@ -57,13 +69,16 @@ def _has_avx2():
 
 
 def phases():
-    """name -> (argv, extra environment, what it runs); in the order they start."""
+    """name -> (argv, extra environment, phase it waits for, what it runs), in start order."""
     py = [sys.executable, "-m", "pytest"]
+    ptx = "tests/test_cuda_ptx.py"
     return {
-        "cudasim": (py + ["tests/cuda"], {"NUMBA_ENABLE_CUDASIM": "1"}, "the CUDA suite under the simulator"),
-        "cpu": (py, {}, "unit tests, PTX compilation, notebooks, perf smoke"),
-        "avx2": (py + ["-k", AVX2_SELECT] + AVX2_PATHS, AVX2_ENV,
+        "cpu": (py + [f"--ignore={ptx}"], {}, None, "unit tests, notebooks, perf smoke"),
+        "ptx": (py + [ptx], {}, None, "every CUDA kernel compiled to PTX"),
+        "avx2": (py + ["-k", AVX2_SELECT] + AVX2_PATHS, AVX2_ENV, None,
                  "torch-parity tests with torch, MKL and numba held to AVX2"),
+        "cudasim": (py + ["tests/cuda"], {"NUMBA_ENABLE_CUDASIM": "1"}, "cpu",
+                    "the CUDA suite under the simulator"),
     }
 
 
@@ -82,8 +97,8 @@ def _counts(log_text):
 
 
 class Phase:
-    def __init__(self, name, argv, env, what):
-        self.name, self.argv, self.env, self.what = name, argv, env, what
+    def __init__(self, name, argv, env, after, what):
+        self.name, self.argv, self.env, self.after, self.what = name, argv, env, after, what
         self.proc = self.log = None
         self.start = self.wall = None
         self.rc = None
@@ -132,8 +147,11 @@ def main(argv=None):
     running, done = [], []
     t0 = time.perf_counter()
     while todo or running:
-        while todo and len(running) < max(1, args.jobs):
-            ph = todo.pop(0)
+        finished = {p.name for p in done}
+        ready = [p for p in todo if p.after is None or p.after in finished or p.after not in names]
+        while ready and len(running) < max(1, args.jobs):
+            ph = ready.pop(0)
+            todo.remove(ph)
             ph.launch()
             running.append(ph)
         time.sleep(0.5)

@@ -25,9 +25,12 @@ computed in float64, as PyTorch does on the host. Where PyTorch's vectorised CPU
 round once for a multiply-add, the kernels call ``fma`` (measured against torch
 2.13 on AVX-512: ``add(x, y, alpha=a)`` is ``fma(y, a, x)``, ``lerp`` is
 ``fma(w, e - s, s)`` (``fma(w - 1, e - s, e)`` for ``w >= 0.5``), ``addcmul(x, y, z,
-value=c)`` is ``fma(c*y, z, x)``, ``addcdiv`` rounds ``x + (c*y)/z`` three times). Then
-SGD follows torch bit for bit, and Adam up to torch's ``sqrt`` (MKL's, within 1 ulp
-but not correctly rounded, so ~0.6% of the denominators differ in the last bit).
+value=c)`` is ``fma(c*y, z, x)``, ``addcdiv`` rounds ``x + (c*y)/z`` three times). On
+that machine SGD then followed torch bit for bit, and Adam up to torch's ``sqrt`` (MKL's,
+within 1 ulp but not correctly rounded: ~0.6% of the denominators). Both depend on the
+CPU (on an AMD EPYC Zen 4, 16% of torch's float32 square roots were 1 ulp off), so the
+tests hold torch to a tolerance and the kernels' rounding, bit for bit, to NumPy
+emulations of torch's ops (``tests/reference/optim_rounding.py``).
 
 The inlined helpers at the top (``step_count``, ``bias_corrections``, ``block_of``,
 ``grad_block``, ``lerp``, ``sq_avg``, ``moments``, ``adam_elem``, ``maximum``...) are
