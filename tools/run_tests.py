@@ -1,6 +1,6 @@
 """Run the whole test suite: the README's test command and what ``.ci/run`` calls.
 
-Four pytest processes, each a *phase*, run two at a time (``--jobs``, default: the number
+Five pytest processes, each a *phase*, run two at a time (``--jobs``, default: the number
 of cores), because none of them keeps two cores busy for long:
 
 ``cpu``
@@ -20,11 +20,13 @@ of cores), because none of them keeps two cores busy for long:
     parallel twins) and the fresh-process provider checks are left out. Its numba cache is
     a directory of its own (``.numba_cache_avx2/``): code compiled for haswell must not
     replace the host's in ``__pycache__``. On a machine without AVX2 the phase is skipped.
-``cudasim``
+``cudasim1``, ``cudasim2``
     ``NUMBA_ENABLE_CUDASIM=1 python -m pytest tests/cuda``: the CUDA suite under numba's
-    simulator, which must be switched on before numba is imported, hence its own process.
-    It checks the simulated kernels against the CPU kernels, so it starts after ``cpu``
-    and loads them from the cache ``cpu`` filled instead of compiling them again.
+    simulator, which must be switched on before numba is imported, hence its own process;
+    as two shards (``NUMBAGRAD_TEST_SHARD=1/2``, ``2/2``: every other test) that run side
+    by side. It checks the simulated kernels against the CPU kernels, so both shards start
+    after ``cpu`` and load those from the cache ``cpu`` filled instead of compiling them
+    again.
 
 Each phase writes its output to ``build/test-logs/<phase>.log``; the log is printed when
 the phase ends, then a table of the phases' wall times, then one closing line with the
@@ -77,8 +79,8 @@ def phases():
         "ptx": (py + [ptx], {}, None, "every CUDA kernel compiled to PTX"),
         "avx2": (py + ["-k", AVX2_SELECT] + AVX2_PATHS, AVX2_ENV, None,
                  "torch-parity tests with torch, MKL and numba held to AVX2"),
-        "cudasim": (py + ["tests/cuda"], {"NUMBA_ENABLE_CUDASIM": "1"}, "cpu",
-                    "the CUDA suite under the simulator"),
+        **{f"cudasim{i}": (py + ["tests/cuda"], {"NUMBA_ENABLE_CUDASIM": "1", "NUMBAGRAD_TEST_SHARD": f"{i}/2"},
+                           "cpu", f"the CUDA suite under the simulator, shard {i}/2") for i in (1, 2)},
     }
 
 
