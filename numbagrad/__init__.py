@@ -30,3 +30,21 @@ from .ops import max, min, sum, abs, round, pow, all, any  # noqa: F401
 _install_operators()
 
 from . import nn, optim, data, cuda  # noqa: E402,F401
+# torch namespaces that programs import or touch at the top: what they report is what this
+# machine has; features numbagrad lacks raise NotImplementedError when used
+from . import accelerator, amp, backends, distributed, onnx, serialization, utils  # noqa: E402,F401
+from .amp import autocast  # noqa: E402,F401
+from .serialization import save, load  # noqa: E402,F401
+
+_NOT_YET = {
+    "bfloat16": "the bfloat16 dtype (NumPy has no bfloat16 type); use numbagrad.float16 or numbagrad.float32",
+}
+
+
+def __getattr__(name):
+    """Only for names not found otherwise: dtypes numbagrad does not have yet raise an
+    ``AttributeError`` saying so; anything else is the usual ``AttributeError``."""
+    if name in _NOT_YET:
+        from ._unavailable import message
+        raise AttributeError(message(f"numbagrad.{name}", _NOT_YET[name]))
+    raise AttributeError(f"module 'numbagrad' has no attribute {name!r}")

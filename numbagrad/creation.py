@@ -68,10 +68,12 @@ def as_tensor(data, dtype=None, device=None):
 
 
 def from_numpy(arr):
-    """A tensor sharing memory with the NumPy array ``arr``."""
+    """A tensor sharing memory with the NumPy array ``arr``. A subclass (``np.memmap``,
+    ``np.matrix``...) is held as a plain ``ndarray`` view of the same memory, so ops see the
+    arrays they expect, as PyTorch sees only the buffer."""
     if not isinstance(arr, np.ndarray):
         raise TypeError(f"from_numpy: expected np.ndarray, got {type(arr).__name__}")
-    return Tensor._from_array(arr)
+    return Tensor._from_array(arr if type(arr) is np.ndarray else arr.view(np.ndarray))
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False):
@@ -133,7 +135,10 @@ def randn(*size, dtype=None, device=None, requires_grad=False, generator=None):
 
 
 def randint(low, high=None, size=None, dtype=None, device=None, generator=None):
-    """Integers in ``[low, high)`` (int64 by default)."""
+    """Integers in ``[low, high)`` (int64 by default). As in PyTorch, ``randint(high, size)``
+    (two positional arguments, the second a shape) draws from ``[0, high)``."""
+    if size is None and isinstance(high, (tuple, list)):
+        low, high, size = 0, low, high
     if high is None:
         low, high = 0, low
     if size is None:

@@ -47,25 +47,27 @@ class Tensor:
 
     Attributes
     ----------
-    data : backend array (``numpy.ndarray`` on the CPU)
+    array : the backend array (``numpy.ndarray`` on the CPU, a device array on CUDA):
+        what numbagrad's kernels, and your own ``@njit`` kernels, take
+    data : a Tensor sharing this tensor's storage, out of the graph (PyTorch's ``.data``)
     requires_grad : bool
     grad : Tensor or None, accumulated by :meth:`backward`
     grad_fn : the :class:`~numbagrad.autograd.Function` node that made this tensor
     """
 
-    __slots__ = ("data", "requires_grad", "grad", "grad_fn", "_out_idx", "_version",
+    __slots__ = ("array", "requires_grad", "grad", "grad_fn", "_out_idx", "_version",
                  "_hooks", "_base", "__weakref__")
 
     __array_priority__ = 1000  # NumPy scalars/arrays defer to Tensor's operators
 
     def __init__(self, data, dtype=None, requires_grad=False):
         if isinstance(data, Tensor):
-            data = data.data
+            data = data.array
         if type(data) is np.ndarray or type(data) not in _BY_ARRAY_TYPE:
             arr = _as_array(data, _dtype.as_dtype(dtype))
         else:  # a device array (``Parameter(cuda_tensor)``): shared as it is, on its device
             arr = data if dtype is None else _BY_ARRAY_TYPE[type(data)].asarray(data, _dtype.as_dtype(dtype))
-        self.data = arr
+        self.array = arr
         self.requires_grad = False
         self.grad = None
         self.grad_fn = None
@@ -79,36 +81,36 @@ class Tensor:
     # ---- metadata -------------------------------------------------------------------
     @property
     def dtype(self):
-        return self.data.dtype
+        return self.array.dtype
 
     @property
     def shape(self):
-        return self.data.shape
+        return self.array.shape
 
     def size(self, dim=None):
         """The shape (PyTorch's ``size()``), or one dimension of it."""
-        return self.data.shape if dim is None else self.data.shape[dim]
+        return self.array.shape if dim is None else self.array.shape[dim]
 
     @property
     def ndim(self):
-        return self.data.ndim
+        return self.array.ndim
 
     def dim(self):
-        return self.data.ndim
+        return self.array.ndim
 
     def numel(self):
-        return int(self.data.size)
+        return int(self.array.size)
 
     def nelement(self):
-        return int(self.data.size)
+        return int(self.array.size)
 
     def element_size(self):
-        return self.data.dtype.itemsize
+        return self.array.dtype.itemsize
 
     @property
     def device(self):
         from .backend import backend_of
-        return backend_of(self.data).device
+        return backend_of(self.array).device
 
     @property
     def is_leaf(self):
@@ -119,31 +121,79 @@ class Tensor:
         return self.device.type == "cuda"
 
     @property
+    def is_cpu(self):
+        return self.device.type == "cpu"
+
+    # PyTorch's other device kinds: numbagrad has no XPU, MPS or meta backend.
+    is_xpu = property(lambda self: False)
+    is_mps = property(lambda self: False)
+    is_meta = property(lambda self: False)
+
+    def __format__(self, spec):
+        """``f"{loss:.4f}"``: a one-element 0-d tensor formats as its Python number, as in
+        PyTorch; other tensors accept only the empty spec (their ``str``)."""
+        if self.array.ndim == 0:
+            return format(self.item(), spec)
+        return object.__format__(self, spec)
+
+    # ---- new tensors like this one (PyTorch's ``new_*``: same dtype and device) ------------
+    def _new(self, make, size, dtype, device, requires_grad):
+        if len(size) == 1 and isinstance(size[0], (tuple, list)):
+            size = tuple(size[0])
+        t = make(*size, dtype=dtype or self.dtype, device=device or self.device)
+        return t.requires_grad_(True) if requires_grad else t
+
+    def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
+        from . import creation
+        return self._new(creation.zeros, size, dtype, device, requires_grad)
+
+    def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
+        from . import creation
+        return self._new(creation.ones, size, dtype, device, requires_grad)
+
+    def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
+        from . import creation
+        return self._new(creation.empty, size, dtype, device, requires_grad)
+
+    def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
+        from . import creation
+        t = creation.full(tuple(size), fill_value, dtype=dtype or self.dtype, device=device or self.device)
+        return t.requires_grad_(True) if requires_grad else t
+
+    def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+        """A copy of ``data`` as a new leaf tensor, this tensor's dtype and device by default."""
+        from . import creation
+        if isinstance(data, Tensor):
+            data = data.detach().cpu().numpy()
+        t = creation.tensor(np.array(data), dtype=dtype or self.dtype, device=device or self.device)
+        return t.requires_grad_(True) if requires_grad else t
+
+    @property
     def _version_value(self):
         return self._version.value
 
     def is_floating_point(self):
-        return self.data.dtype.kind == "f"
+        return self.array.dtype.kind == "f"
 
     def is_contiguous(self):
-        return bool(self.data.flags.c_contiguous)
+        return bool(self.array.flags.c_contiguous)
 
     def __len__(self):
-        if self.data.ndim == 0:
+        if self.array.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
-        return self.data.shape[0]
+        return self.array.shape[0]
 
     def __repr__(self):
         from .backend import backend_of
-        body = np.array2string(np.asarray(backend_of(self.data).to_numpy(self.data)), separator=", ", precision=4,
+        body = np.array2string(np.asarray(backend_of(self.array).to_numpy(self.array)), separator=", ", precision=4,
                                prefix="tensor(")
         extras = []
-        dev = backend_of(self.data).device
+        dev = backend_of(self.array).device
         if dev.type != "cpu":
             extras.append(f"device='{dev}'")
-        if self.data.dtype != _dtype.get_default_dtype() and self.data.dtype.kind == "f" or \
-                self.data.dtype.kind not in "fi" or self.data.dtype == np.int32:
-            extras.append(f"dtype={self.data.dtype}")
+        if self.array.dtype != _dtype.get_default_dtype() and self.array.dtype.kind == "f" or \
+                self.array.dtype.kind not in "fi" or self.array.dtype == np.int32:
+            extras.append(f"dtype={self.array.dtype}")
         if self.grad_fn is not None:
             extras.append(f"grad_fn=<{type(self.grad_fn).__name__}>")
         elif self.requires_grad:
@@ -158,18 +208,18 @@ class Tensor:
             raise RuntimeError("numpy(): can't call numpy() on a tensor that requires grad. "
                                "Use tensor.detach().numpy() instead.")
         from .backend import backend_of
-        return backend_of(self.data).to_numpy(self.data)
+        return backend_of(self.array).to_numpy(self.array)
 
     def item(self):
-        if self.data.size != 1:
+        if self.array.size != 1:
             raise ValueError(f"item(): only a one-element tensor can be converted to a Python "
-                             f"scalar, got shape {tuple(self.data.shape)}")
+                             f"scalar, got shape {tuple(self.array.shape)}")
         from .backend import backend_of
-        return backend_of(self.data).to_numpy(self.data).reshape(()).item()
+        return backend_of(self.array).to_numpy(self.array).reshape(()).item()
 
     def tolist(self):
         from .backend import backend_of
-        return backend_of(self.data).to_numpy(self.data).tolist()
+        return backend_of(self.array).to_numpy(self.array).tolist()
 
     def __float__(self):
         return float(self.item())
@@ -178,12 +228,12 @@ class Tensor:
         return int(self.item())
 
     def __bool__(self):
-        if self.data.size != 1:
-            raise RuntimeError(f"Boolean value of a tensor with {self.data.size} elements is ambiguous")
+        if self.array.size != 1:
+            raise RuntimeError(f"Boolean value of a tensor with {self.array.size} elements is ambiguous")
         return bool(self.item())
 
     def __index__(self):
-        if self.data.dtype.kind not in "iu" or self.data.size != 1:
+        if self.array.dtype.kind not in "iu" or self.array.size != 1:
             raise TypeError("only integer tensors of a single element can be converted to an index")
         return int(self.item())
 
@@ -248,16 +298,16 @@ class Tensor:
         if self.grad_fn is not None and not requires_grad:
             raise RuntimeError("requires_grad_(False): you can only change requires_grad of leaf "
                                "tensors; use .detach() for a non-leaf")
-        if requires_grad and self.data.dtype.kind not in "fc":
+        if requires_grad and self.array.dtype.kind not in "fc":
             raise RuntimeError(f"requires_grad_(): only tensors of floating point dtype can require "
-                               f"gradients, got {self.data.dtype}")
+                               f"gradients, got {self.array.dtype}")
         self.requires_grad = bool(requires_grad)
         return self
 
     def detach(self):
         """A new leaf tensor sharing this tensor's data (and version counter), out of the graph."""
         t = Tensor.__new__(Tensor)
-        t.data = self.data
+        t.array = self.array
         t.requires_grad = False
         t.grad = None
         t.grad_fn = None
@@ -266,6 +316,26 @@ class Tensor:
         t._hooks = None
         t._base = self
         return t
+
+    @property
+    def data(self):
+        """This tensor's values as a new tensor that shares the storage but stands outside
+        the graph, as in PyTorch: no gradient, no ``grad_fn``, and a version counter of its
+        own, so in-place changes through it (``p.data.add_(g, alpha=-lr)``) are not seen by
+        autograd's checks. :meth:`detach` shares the version counter instead. The backend
+        array itself is :attr:`array`."""
+        return Tensor._from_array(self.array)
+
+    @data.setter
+    def data(self, value):
+        """``t.data = other``: ``t`` now holds ``other``'s storage (its shape and dtype may
+        change), as in PyTorch. ``other`` is a Tensor; a NumPy array (kept as it is) or a
+        device array is accepted too."""
+        if isinstance(value, Tensor):
+            value = value.array
+        elif not isinstance(value, _ARRAY_TYPES):
+            raise TypeError(f"Tensor.data: assigned value must be a Tensor, got {type(value).__name__}")
+        self.array = value
 
     def detach_(self):
         self.grad_fn = None
@@ -356,17 +426,17 @@ class Tensor:
             # that saved it, so self gets a fresh version counter one ahead of the old one.
             v = _Version()
             v.value = self._version.value + 1
-            self.data = result.data if result.data.dtype == self.data.dtype else result.data.astype(self.data.dtype)
+            self.array = result.array if result.array.dtype == self.array.dtype else result.array.astype(self.array.dtype)
             self.grad_fn = result.grad_fn
             self._out_idx = result._out_idx
             self.requires_grad = result.requires_grad
             self._version = v
         else:
-            if result.data.shape != self.data.shape:
-                raise RuntimeError(f"{opname}: output with shape {tuple(self.data.shape)} doesn't match "
-                                   f"the broadcast shape {tuple(result.data.shape)}")
-            np.copyto(self.data, result.data, casting="unsafe") if isinstance(self.data, np.ndarray) \
-                else self.data.copy_from(result.data)
+            if result.array.shape != self.array.shape:
+                raise RuntimeError(f"{opname}: output with shape {tuple(self.array.shape)} doesn't match "
+                                   f"the broadcast shape {tuple(result.array.shape)}")
+            np.copyto(self.array, result.array, casting="unsafe") if isinstance(self.array, np.ndarray) \
+                else self.array.copy_from(result.array)
             self._version.value += 1
         return self
 
@@ -377,7 +447,7 @@ class Tensor:
     def _from_array(arr, requires_grad=False):
         """Wrap a backend array without copying (internal fast path)."""
         t = Tensor.__new__(Tensor)
-        t.data = arr
+        t.array = arr
         t.requires_grad = requires_grad
         t.grad = None
         t.grad_fn = None
@@ -430,8 +500,8 @@ def _install_operators():
     T.__setitem__ = lambda s, idx, v: ops.setitem(s, idx, v)
 
     def _iop(name, fn):
-        def inplace(self, other):
-            return self._inplace_result(name, fn(self, other))
+        def inplace(self, other, **kwargs):  # the op's keywords too: add_(g, alpha=-lr)
+            return self._inplace_result(name, fn(self, other, **kwargs))
         inplace.__name__ = name
         return inplace
 
@@ -450,7 +520,8 @@ def _install_operators():
     split chunk unbind contiguous clone t repeat flip roll movedim
     gather scatter_add scatter index_select masked_fill take_along_dim index_add
     relu leaky_relu elu selu gelu silu sigmoid tanh softplus hardtanh mish softmax log_softmax
-    view_as reshape_as narrow nonzero masked_select take argwhere""".split()
+    view_as reshape_as narrow nonzero masked_select take argwhere tril triu
+    sort argsort topk kthvalue multinomial bernoulli unique""".split()
     for n in names:
         fn = getattr(ops, n, None)
         if fn is not None and not hasattr(T, n):

@@ -68,8 +68,8 @@ def _build(framework, arena):
             p.grad = ng.tensor(g.astype(np.float64) if arena else g.copy())
         if arena:
             optim.SGD(ps, lr=0.0).step()      # gradients now live in the flat arena
-            base = ps[0].grad.data.base
-            assert base is not None and all(p.grad.data.base is base for p in ps)
+            base = ps[0].grad.array.base
+            assert base is not None and all(p.grad.array.base is base for p in ps)
             fresh = None
         else:
             fresh = kclip._TABLES          # cleared each call: tables rebuilt, as for fresh arrays

@@ -40,9 +40,9 @@ class _RetainGrad:
         t = self.ref()
         if t is not None:
             if t.grad is None:
-                t.grad = _tensor(backend_of(grad.data).copy(grad.data))
+                t.grad = _tensor(backend_of(grad.array).copy(grad.array))
             else:
-                backend_of(t.grad.data).accumulate(t.grad.data, grad.data)
+                backend_of(t.grad.array).accumulate(t.grad.array, grad.array)
         return None
 
 
@@ -61,7 +61,7 @@ def _run_hooks(hooks, g):
             continue
         r = h(_tensor(g))
         if r is not None:
-            g = r.data if isinstance(r, Tensor) else r
+            g = r.array if isinstance(r, Tensor) else r
     if retain is not None:
         retain(_tensor(g))
     return g
@@ -148,16 +148,16 @@ def _seed(tensors, grad_tensors):
                                "not have a grad_fn")
         g = None if grad_tensors is None else grad_tensors[k]
         if g is None:
-            if t.data.size != 1:
+            if t.array.size != 1:
                 raise RuntimeError(f"backward: grad can be implicitly created only for scalar "
                                    f"outputs; got shape {tuple(t.shape)}. Pass gradient=")
-            be = backend_of(t.data)
-            g = be.ones(t.data.shape, t.data.dtype)
+            be = backend_of(t.array)
+            g = be.ones(t.array.shape, t.array.dtype)
         else:
-            g = g.data if isinstance(g, Tensor) else backend_of(t.data).asarray(g, t.data.dtype)
-            if g.shape != t.data.shape:
+            g = g.array if isinstance(g, Tensor) else backend_of(t.array).asarray(g, t.array.dtype)
+            if g.shape != t.array.shape:
                 raise RuntimeError(f"backward: gradient of shape {tuple(g.shape)} does not match the "
-                                   f"tensor's shape {tuple(t.data.shape)}")
+                                   f"tensor's shape {tuple(t.array.shape)}")
         seeds.append((t, g))
     return seeds
 
@@ -187,13 +187,13 @@ def _execute(tensors, grad_tensors, retain_graph, capture, only_leaves):
             # Copy: g may be shared with another leaf's gradient (a + b hands the same
             # array to both), and .grad is accumulated into in place later. An array no
             # one else holds (``sole``, see _sole_owner) is taken as it is.
-            if g.dtype != leaf.data.dtype:
-                g = g.astype(leaf.data.dtype)
+            if g.dtype != leaf.array.dtype:
+                g = g.astype(leaf.array.dtype)
             elif not (sole and g.flags.c_contiguous and g.flags.writeable):
                 g = backend_of(g).copy(g)
             leaf.grad = _tensor(g)
         else:
-            backend_of(g).accumulate(leaf.grad.data, g)
+            backend_of(g).accumulate(leaf.grad.array, g)
 
     def deliver(node, idx, g):
         slots = pending.get(node)
@@ -291,7 +291,7 @@ def _execute(tensors, grad_tensors, retain_graph, capture, only_leaves):
                 continue
             wrapped = isinstance(g, Tensor)
             if wrapped:
-                g = g.data
+                g = g.array
             elif not isinstance(g, _tensor_mod._ARRAY_TYPES):
                 g = np.asarray(g)  # NumPy ufuncs return scalars for 0-d arrays
             if anomaly:
@@ -302,8 +302,8 @@ def _execute(tensors, grad_tensors, retain_graph, capture, only_leaves):
                 if deps[child] == 0:
                     ready.append(child)
             else:
-                if g.shape != child.data.shape:
-                    _check_shape(node, i, g, child.data.shape, child.data.dtype, "input")
+                if g.shape != child.array.shape:
+                    _check_shape(node, i, g, child.array.shape, child.array.dtype, "input")
                 # references to a fresh array here: in_grads, g, and _sole_owner's own two
                 sole = not wrapped and not child._hooks and _sole_owner(g, 4)
                 deliver_leaf(child, g, sole)

@@ -109,7 +109,7 @@ class Function:
         any_req = False
         for a in args:
             if isinstance(a, Tensor):
-                arrays.append(a.data)
+                arrays.append(a.array)
                 r = a.requires_grad
                 needs.append(r)
                 if r:
@@ -156,12 +156,12 @@ def _record_saved_versions(ctx, args, outputs):
     versions = []
     for i, s in enumerate(ctx._saved):
         for t in args:
-            if isinstance(t, Tensor) and t.data is s:
+            if isinstance(t, Tensor) and t.array is s:
                 versions.append((i, t._version, t._version.value))
                 break
         else:
             for t in outputs:
-                if t.data is s:
+                if t.array is s:
                     versions.append((i, t._version, t._version.value))
                     break
     if versions:
@@ -176,7 +176,7 @@ def _wrap_out(ctx, o, i):
     if o.dtype.kind not in "fc" or (non_diff and any(o is nd for nd in non_diff)):
         return _wrap_plain(o)
     t = Tensor.__new__(Tensor)
-    t.data = o
+    t.array = o
     t.requires_grad = True
     t.grad = None
     t.grad_fn = ctx
@@ -189,7 +189,7 @@ def _wrap_out(ctx, o, i):
 
 def _wrap_plain(o):
     t = Tensor.__new__(Tensor)
-    t.data = o if isinstance(o, _ARRAY_TYPES) else np.asarray(o)
+    t.array = o if isinstance(o, _ARRAY_TYPES) else np.asarray(o)
     t.requires_grad = False
     t.grad = None
     t.grad_fn = None

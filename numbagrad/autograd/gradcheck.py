@@ -5,7 +5,7 @@ import numpy as np
 def _numerical_jacobian_vp(fn, inputs, idx, v_out, eps):
     """Directional finite difference: d<v_out, fn(x)>/dx_idx, one element at a time."""
     x = inputs[idx]
-    flat = x.data.reshape(-1)
+    flat = x.array.reshape(-1)
     grad = np.zeros(flat.shape, dtype=np.float64)
     for k in range(flat.size):
         orig = flat[k]

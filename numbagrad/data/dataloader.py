@@ -23,7 +23,7 @@ def default_collate(batch):
     tuples/lists/dicts are collated field by field, strings are kept as a list."""
     elem = batch[0]
     if isinstance(elem, Tensor):
-        return Tensor._from_array(np.stack([b.data for b in batch]))
+        return Tensor._from_array(np.stack([b.array for b in batch]))
     if isinstance(elem, np.ndarray):
         if elem.dtype.kind in "OSU":
             return batch

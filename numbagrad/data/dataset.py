@@ -51,14 +51,14 @@ class TensorDataset(Dataset):
         self.tensors = tensors
 
     def __getitem__(self, index):
-        return tuple(Tensor._from_array(np.asarray(t.data[index])) for t in self.tensors)
+        return tuple(Tensor._from_array(np.asarray(t.array[index])) for t in self.tensors)
 
     def __len__(self):
         return self.tensors[0].shape[0]
 
     def get_batch(self, indices):
         """All samples at ``indices`` at once, as a tuple of batched tensors."""
-        return tuple(Tensor._from_array(t.data[indices]) for t in self.tensors)
+        return tuple(Tensor._from_array(t.array[indices]) for t in self.tensors)
 
 
 class Subset(Dataset):

@@ -40,7 +40,7 @@ def train_test_split(*arrays, test_size=0.2, seed=0, shuffle=True, stratify=None
         raise ValueError(f"train_test_split: test_size={test_size} leaves an empty train or test set (n={n})")
     rng = np.random.default_rng(seed)
     if stratify is not None:
-        labels = stratify.data if isinstance(stratify, Tensor) else np.asarray(stratify)
+        labels = stratify.array if isinstance(stratify, Tensor) else np.asarray(stratify)
         test_idx = []
         classes, counts = np.unique(labels, return_counts=True)
         share = counts / n * n_test
@@ -63,7 +63,7 @@ def train_test_split(*arrays, test_size=0.2, seed=0, shuffle=True, stratify=None
     out = []
     for a in arrays:
         if isinstance(a, Tensor):
-            out += [Tensor._from_array(a.data[train_idx]), Tensor._from_array(a.data[test_idx])]
+            out += [Tensor._from_array(a.array[train_idx]), Tensor._from_array(a.array[test_idx])]
         else:
             a = np.asarray(a)
             out += [a[train_idx], a[test_idx]]

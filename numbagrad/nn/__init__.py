@@ -4,7 +4,7 @@ layers, containers, losses, :mod:`~numbagrad.nn.init` and
 from .parameter import Parameter  # noqa: F401
 from .module import Module, RemovableHandle  # noqa: F401
 from .linear import Identity, Linear, Bilinear  # noqa: F401
-from .flatten import Flatten, Unflatten  # noqa: F401
+from .flatten import Flatten, Unflatten, PixelShuffle, PixelUnshuffle  # noqa: F401
 from .activation import *  # noqa: F401,F403
 from .sparse import Embedding, EmbeddingBag  # noqa: F401
 from .normalization import (LayerNorm, RMSNorm, GroupNorm, BatchNorm1d, BatchNorm2d, BatchNorm3d,  # noqa: F401
@@ -23,3 +23,5 @@ from .loss import (CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, SmoothL1Loss, Hub
                    TripletMarginLoss, TripletMarginWithDistanceLoss, CosineEmbeddingLoss, HingeEmbeddingLoss,
                    MarginRankingLoss, ContrastiveLoss)
 from . import init, functional, summary, utils  # noqa: F401
+from .parallel import DataParallel  # noqa: F401,E402  (constructing it raises: one GPU only)
+from . import parallel, modules  # noqa: F401,E402  (torch.nn.parallel; torch.nn.modules' import paths)

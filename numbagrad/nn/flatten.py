@@ -1,8 +1,9 @@
-"""``Flatten`` and ``Unflatten``."""
-from ..ops.shape import flatten as _flatten, unflatten as _unflatten
+"""Reshaping modules: ``Flatten``, ``Unflatten``, ``PixelShuffle``, ``PixelUnshuffle``."""
+from ..ops.shape import flatten as _flatten, pixel_shuffle as _pixel_shuffle, pixel_unshuffle as _pixel_unshuffle, \
+    unflatten as _unflatten
 from .module import Module
 
-__all__ = ["Flatten", "Unflatten"]
+__all__ = ["Flatten", "Unflatten", "PixelShuffle", "PixelUnshuffle"]
 
 
 class Flatten(Module):
@@ -33,3 +34,31 @@ class Unflatten(Module):
 
     def extra_repr(self):
         return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
+
+
+class PixelShuffle(Module):
+    """``(*, C*r*r, H, W) -> (*, C, H*r, W*r)`` (:func:`numbagrad.nn.functional.pixel_shuffle`)."""
+
+    def __init__(self, upscale_factor):
+        super().__init__()
+        self.upscale_factor = upscale_factor
+
+    def forward(self, input):
+        return _pixel_shuffle(input, self.upscale_factor)
+
+    def extra_repr(self):
+        return f"upscale_factor={self.upscale_factor}"
+
+
+class PixelUnshuffle(Module):
+    """``(*, C, H*r, W*r) -> (*, C*r*r, H, W)``, the inverse of :class:`PixelShuffle`."""
+
+    def __init__(self, downscale_factor):
+        super().__init__()
+        self.downscale_factor = downscale_factor
+
+    def forward(self, input):
+        return _pixel_unshuffle(input, self.downscale_factor)
+
+    def extra_repr(self):
+        return f"downscale_factor={self.downscale_factor}"

@@ -1,6 +1,6 @@
 """Weight initialisation (``torch.nn.init``): in-place fills drawing from numbagrad's
 default generator (``numbagrad.manual_seed`` makes them reproducible) or from the
-``generator=`` passed. Every function writes into ``tensor.data`` in place (keeping
+``generator=`` passed. Every function writes into ``tensor.array`` in place (keeping
 any optimizer arena view intact), bumps the version counter and returns ``tensor``.
 """
 import math
@@ -20,7 +20,7 @@ def _rng(generator):
 
 
 def _fill(tensor, values):
-    np.copyto(tensor.data, values, casting="unsafe")
+    np.copyto(tensor.array, values, casting="unsafe")
     tensor._version.value += 1
     return tensor
 
@@ -96,7 +96,7 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
 
 
 def constant_(tensor, val):
-    tensor.data.fill(val)
+    tensor.array.fill(val)
     tensor._version.value += 1
     return tensor
 

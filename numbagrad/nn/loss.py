@@ -48,7 +48,7 @@ def _check_reduction(reduction, opname):
 def _weight_array(weight, ncls, dtype, opname):
     if weight is None:
         return None
-    w = weight.data if isinstance(weight, Tensor) else np.asarray(weight)
+    w = weight.array if isinstance(weight, Tensor) else np.asarray(weight)
     if w.shape != (ncls,):
         raise ValueError(f"{opname}: weight tensor should be defined either for all {ncls} classes or no "
                          f"classes but got weight tensor of shape: {tuple(w.shape)}")
@@ -168,7 +168,7 @@ def _rows_first(input, target, opname, soft):
         if tuple(target.shape) != tshape:
             raise ValueError(f"{opname}: for input of shape {tuple(input.shape)} expected target of shape "
                              f"{tshape}, got {tuple(target.shape)}")
-        return reshape(input, 1, -1), target.data.reshape(1, -1) if soft else target.data.reshape(1), ()
+        return reshape(input, 1, -1), target.array.reshape(1, -1) if soft else target.array.reshape(1), ()
     c = input.shape[1]
     if soft:
         if tuple(target.shape) != tuple(input.shape):
@@ -180,10 +180,10 @@ def _rows_first(input, target, opname, soft):
             raise ValueError(f"{opname}: expected target of shape {expect} for input of shape "
                              f"{tuple(input.shape)}, got target of shape {tuple(target.shape)}")
     if nd == 2:
-        return input, target.data, (input.shape[0],)
+        return input, target.array, (input.shape[0],)
     out_shape = (input.shape[0],) + tuple(input.shape[2:])
     x2 = reshape(movedim(input, 1, -1), -1, c)
-    t = target.data
+    t = target.array
     t2 = np.moveaxis(t, 1, -1).reshape(-1, c) if soft else t.reshape(-1)
     return x2, t2, out_shape
 
@@ -210,18 +210,18 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         target = Tensor(np.asarray(target))
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
-    if input.data.dtype.kind != "f":
+    if input.array.dtype.kind != "f":
         raise TypeError(f"cross_entropy: expected floating point logits, got dtype {input.dtype}")
-    soft = target.data.dtype.kind == "f"
-    if not soft and target.data.dtype.kind not in "iu":
+    soft = target.array.dtype.kind == "f"
+    if not soft and target.array.dtype.kind not in "iu":
         raise TypeError(f"cross_entropy: target must hold integer class indices or floating class "
                         f"probabilities, got dtype {target.dtype}")
-    if input.ndim == 2 and not soft and target.data.shape == (input.data.shape[0],):
-        x2, t2, out_shape = input, target.data, None  # the common case, checked above
+    if input.ndim == 2 and not soft and target.array.shape == (input.array.shape[0],):
+        x2, t2, out_shape = input, target.array, None  # the common case, checked above
     else:
         x2, t2, out_shape = _rows_first(input, target, "cross_entropy", soft)
     c = x2.shape[1]
-    half = x2.data.dtype == np.float16
+    half = x2.array.dtype == np.float16
     if half:  # CPU @njit has no float16: compute in float32, cast back
         from ..ops.shape import cast
         x2 = cast(x2, np.dtype(np.float32))
@@ -288,7 +288,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     _check_reduction(reduction, "nll_loss")
     if not isinstance(target, Tensor):
         target = Tensor(np.asarray(target))
-    if target.data.dtype.kind not in "iu":
+    if target.array.dtype.kind not in "iu":
         raise TypeError(f"nll_loss: target must hold integer class indices, got dtype {target.dtype}")
     x2, t2, out_shape = _rows_first(input, target, "nll_loss", False)
     w = _weight_array(weight, x2.shape[1], x2.dtype, "nll_loss")

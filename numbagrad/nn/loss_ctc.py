@@ -102,7 +102,7 @@ def _describe(name, x):
 def _host_ints(x, name):
     """``x`` (Tensor, array, sequence or int) as a host int64 array."""
     if isinstance(x, Tensor):
-        a = backend_of(x.data).to_numpy(x.data)
+        a = backend_of(x.array).to_numpy(x.array)
     else:
         try:
             a = np.asarray(x)
@@ -115,7 +115,7 @@ def _host_ints(x, name):
 
 
 def _host_targets(x):
-    a = backend_of(x.data).to_numpy(x.data) if isinstance(x, Tensor) else np.asarray(x)
+    a = backend_of(x.array).to_numpy(x.array) if isinstance(x, Tensor) else np.asarray(x)
     if a.dtype.kind == "f":  # torch casts floating targets; accept them when they hold integers
         if not np.all(np.isfinite(a)) or not np.array_equal(a, np.floor(a)):
             raise RuntimeError(f"{_OP}: {_describe('targets', x)} must hold integer class indices")
@@ -188,7 +188,7 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
 
     def tdesc():
         return _describe("targets", targets)
-    if log_probs.data.dtype.kind != "f":
+    if log_probs.array.dtype.kind != "f":
         raise TypeError(f"{_OP}: expected floating point {lp_desc()}")
     if log_probs.ndim not in (2, 3):
         raise RuntimeError(f"{_OP}: expected 3-D (T, N, C) or 2-D (T, C) {lp_desc()}")
@@ -218,10 +218,10 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
         if (vals == blank).any():
             raise RuntimeError(f"{_OP}: targets must not contain the blank label {blank} ({tdesc()}); "
                                f"{int((vals == blank).sum())} occurrence(s)")
-    be = backend_of(log_probs.data)
+    be = backend_of(log_probs.array)
     from ..ops.shape import cast, reshape
     x = log_probs
-    half = x.data.dtype == np.float16
+    half = x.array.dtype == np.float16
     if half:  # CPU @njit has no float16: compute in float32, cast back
         x = cast(x, np.dtype(np.float32))
     if unbatched:

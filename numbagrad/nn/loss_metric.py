@@ -78,9 +78,9 @@ def _broadcast_batch(opname, batch, t, what):
 
 
 def _same_device(opname, *ts):
-    dev = type(ts[0].data)
+    dev = type(ts[0].array)
     for t in ts[1:]:
-        if type(t.data) is not dev:
+        if type(t.array) is not dev:
             raise RuntimeError(f"{opname}: expected all tensors to be on the same device, got "
                                + ", ".join(str(u.device) for u in ts))
 
@@ -129,7 +129,7 @@ def _reduction_arg(size_average, reduce, reduction, opname):
 def _check_target_values(t, allowed, opname):
     """Raise ``ValueError`` unless every element of tensor ``t`` is one of ``allowed``
     (one device-side reduction and a 0-d transfer on CUDA)."""
-    a = t.data
+    a = t.array
     be = backend_of(a)
     ok = np.equal(a, allowed[0])
     for v in allowed[1:]:
@@ -424,7 +424,7 @@ def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, r
     (x1, x2), back = _floating(opname, x1, x2)
     if loss_shape != shape[:-1]:  # a target longer than a single broadcast pair
         x1 = x1.expand(*loss_shape, shape[-1])
-    pos = np.equal(t.data, 1)
+    pos = np.equal(t.array, 1)
     if tuple(pos.shape) != loss_shape:
         pos = backend_of(pos).broadcast_to(pos, loss_shape)
     out = CosineEmbeddingFn.apply(x1, x2, pos, float(margin))
@@ -447,7 +447,7 @@ def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=No
     _check_target_values(t, (1, -1), opname)
     (x,), back = _floating(opname, x)
     hinge = ops.clamp(ops.rsub(x, float(margin)), min=0.0)
-    loss = ops.where(Tensor._from_array(np.equal(t.data, 1)), x, hinge)
+    loss = ops.where(Tensor._from_array(np.equal(t.array, 1)), x, hinge)
     return _cast_back(_reduce(loss, reduction), back)
 
 
@@ -501,7 +501,7 @@ def contrastive_loss(x1, x2, target, margin=1.0, reduction="mean"):
     d = PairwiseDistanceFn.apply(x1, x2, 2.0, 1e-6, False)
     similar = ops.mul(ops.square(d), 0.5)
     dissimilar = ops.mul(ops.square(ops.clamp(ops.rsub(d, float(margin)), min=0.0)), 0.5)
-    loss = ops.where(Tensor._from_array(np.equal(t.data, 1)), similar, dissimilar)
+    loss = ops.where(Tensor._from_array(np.equal(t.array, 1)), similar, dissimilar)
     return _cast_back(_reduce(loss, reduction), back)
 
 

@@ -62,7 +62,7 @@ def _tensor(x, opname, what):
 
 
 def _same_device(opname, *ts):
-    kinds = {type(t.data) for t in ts if t is not None}
+    kinds = {type(t.array) for t in ts if t is not None}
     if len(kinds) > 1:
         raise RuntimeError(f"{opname}: expected all tensors to be on the same device, got "
                            + ", ".join(f"{t.device} (shape {tuple(t.shape)})" for t in ts if t is not None))
@@ -111,7 +111,7 @@ def _aux(a, be, dt, opname, what, shape=None):
     if a is None:
         return None
     if isinstance(a, Tensor):
-        arr = a.data
+        arr = a.array
         if backend_of(arr).name != be.name:
             raise RuntimeError(f"{opname}: {what} is on {a.device} but the input is on {be.device}")
     else:
@@ -381,12 +381,12 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
             raise ValueError(f"{opname}: var has negative entry/entries (var={var})")
         var = Tensor(np.full(tuple(input.shape), float(var), dtype=input.dtype if input.dtype.kind == "f"
                              else _F32))
-        if backend_of(input.data).name != "cpu":
+        if backend_of(input.array).name != "cpu":
             from ..ops.shape import to_device
             var = to_device(var, input.device)
     var = _tensor(var, opname, "var")
     _same_device(opname, input, target, var)
-    if var.numel() and bool(np.any(var.data < 0)):
+    if var.numel() and bool(np.any(var.array < 0)):
         raise ValueError(f"{opname}: var has negative entry/entries")
     ish, vsh = tuple(input.shape), tuple(var.shape)
     if vsh != ish:
@@ -453,7 +453,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
                              f"input size {tuple(input.shape)} is not supported; please ensure they have the "
                              "same size")
     (input, target), half = _float_operands(opname, input, target)
-    be = backend_of(input.data)
+    be = backend_of(input.array)
     w = _aux(weight, be, input.dtype, opname, "weight", input.shape)
     return _finish(_BCEFn.apply(input, target, w, reduction), half)
 
@@ -543,7 +543,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         raise LossShapeError(f"{opname}: target size {tuple(target.shape)} must be the same as input size "
                              f"{tuple(input.shape)}")
     (input, target), half = _float_operands(opname, input, target)
-    be = backend_of(input.data)
+    be = backend_of(input.array)
     w = _aux(weight, be, input.dtype, opname, "weight", input.shape)
     pw = _aux(pos_weight, be, input.dtype, opname, "pos_weight", input.shape)
     return _finish(_BCEWithLogitsFn.apply(input, target, w, pw, reduction), half)
@@ -751,7 +751,7 @@ def focal_loss(input, target, alpha=None, gamma=2.0, reduction="mean", ignore_in
     x2, t2, out_shape = _rows_first(input, target, opname, False)
     (x2,), half = _float_operands(opname, x2)
     c = x2.shape[1]
-    be = backend_of(x2.data)
+    be = backend_of(x2.array)
     if alpha is not None and not isinstance(alpha, (int, float)):
         a = _aux(alpha, be, x2.dtype, opname, "alpha")
         if tuple(a.shape) != (c,):
@@ -828,7 +828,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
         raise LossShapeError(f"{opname}: inconsistent target size {tuple(target.shape)} for input of shape "
                              f"{tuple(input.shape)} (expected {expect})")
     c = input.shape[-1]
-    t = target.data.astype(np.int64).reshape(-1)
+    t = target.array.astype(np.int64).reshape(-1)
     if t.size and bool(np.any((t < 0) | (t >= c))):
         tt = backend_of(t).to_numpy(t)
         bad = tt[(tt < 0) | (tt >= c)]
@@ -836,7 +836,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
                            f"{tuple(input.shape)})")
     x2 = input.reshape(1, c) if one else input
     (x2,), half = _float_operands(opname, x2)
-    be = backend_of(x2.data)
+    be = backend_of(x2.array)
     w = None
     if weight is not None:
         w = _aux(weight, be, x2.dtype, opname, "weight")
@@ -898,7 +898,7 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
         raise LossShapeError(f"{opname}: target of shape {tuple(target.shape)} must have the input's shape "
                              f"{tuple(input.shape)}")
     (input, target), half = _float_operands(opname, input, target)
-    be = backend_of(input.data)
+    be = backend_of(input.array)
     w = _aux(weight, be, input.dtype, opname, "weight", input.shape)
     return _finish(_MultiLabelSoftMarginFn.apply(input, target, w, reduction), half)
 

@@ -67,7 +67,7 @@ def _array_of(value):
     """The NumPy array behind a state_dict value (a Tensor, a NumPy array, or anything
     ``np.asarray`` understands, e.g. a CPU ``torch.Tensor``)."""
     if isinstance(value, Tensor):
-        return value.data
+        return value.array
     return np.asarray(value)
 
 
@@ -415,18 +415,18 @@ class Module:
             for p in m._parameters.values():
                 if p is None:
                     continue
-                new = fn(p.data)
-                if new is not p.data:
-                    p.data = new
+                new = fn(p.array)
+                if new is not p.array:
+                    p.array = new
                 if p.grad is not None:
-                    g = fn(p.grad.data)
-                    if g is not p.grad.data:
-                        p.grad.data = g
+                    g = fn(p.grad.array)
+                    if g is not p.grad.array:
+                        p.grad.array = g
             for name, b in m._buffers.items():
                 if b is not None:
-                    new = fn(b.data)
-                    if new is not b.data:
-                        b.data = new
+                    new = fn(b.array)
+                    if new is not b.array:
+                        b.array = new
         return self
 
     def to(self, *args, **kwargs):
@@ -456,7 +456,7 @@ class Module:
                 out = out.to(device=dev)
             if dtype is not None and arr.dtype.kind in "fc" and arr.dtype != dtype:
                 out = out.to(dtype)
-            return out.data
+            return out.array
 
         return self._apply(convert)
 
@@ -519,16 +519,16 @@ class Module:
             except Exception as ex:  # pragma: no cover - exotic values
                 errors.append(f'While copying the parameter named "{key}", could not read the value: {ex}')
                 continue
-            if arr.shape != target.data.shape:
+            if arr.shape != target.array.shape:
                 errors.append(f"size mismatch for {key}: copying a param with shape {tuple(arr.shape)} "
-                              f"from checkpoint, the shape in current model is {tuple(target.data.shape)}.")
+                              f"from checkpoint, the shape in current model is {tuple(target.array.shape)}.")
                 continue
             if assign:
-                new = np.array(arr, dtype=target.data.dtype if arr.dtype.kind != target.data.dtype.kind
+                new = np.array(arr, dtype=target.array.dtype if arr.dtype.kind != target.array.dtype.kind
                                else arr.dtype, copy=True)
-                target.data = new
+                target.array = new
             else:
-                np.copyto(target.data, arr, casting="unsafe")
+                np.copyto(target.array, arr, casting="unsafe")
                 target._version.value += 1
         for key in state_dict:
             if key.startswith(prefix):
@@ -628,4 +628,4 @@ def _zero_grad(p, set_to_none):
     else:
         if g.grad_fn is not None:
             g.detach_()
-        g.data.fill(0)
+        g.array.fill(0)

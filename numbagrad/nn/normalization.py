@@ -171,7 +171,7 @@ class _NormBase(Module):
         if self.track_running_stats:
             for name, value in (("running_mean", 0), ("running_var", 1), ("num_batches_tracked", 0)):
                 b = self._buffers[name]
-                b.data.fill(value)
+                b.array.fill(value)
                 b._bump_version()
 
     def _load_from_state_dict(self, state_dict, prefix, missing, unexpected, errors, assign):
@@ -202,7 +202,7 @@ class _BatchNorm(_NormBase):
         if self.training and self.track_running_stats:
             nbt = self._buffers["num_batches_tracked"]
             if nbt is not None:
-                np.copyto(nbt.data, nbt.data + 1)
+                np.copyto(nbt.array, nbt.array + 1)
                 nbt._bump_version()
                 if self.momentum is None:  # cumulative moving average
                     factor = 1.0 / float(nbt.item())

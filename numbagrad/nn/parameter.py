@@ -12,10 +12,10 @@ class Parameter(Tensor):
     ``Parameter(t)`` shares the array of the Tensor (or NumPy array) ``t``; it is an
     ordinary :class:`~numbagrad.Tensor` in every op (``isinstance(p, Tensor)`` holds).
 
-    Optimizers may move ``p.data`` into a view of one flat per-group buffer (the
+    Optimizers may move ``p.array`` into a view of one flat per-group buffer (the
     parameter arena, see :mod:`numbagrad.optim.optimizer`); code should therefore
     update parameters in place (``load_state_dict``, ``with no_grad(): p.copy_(...)``)
-    rather than rebind ``p.data``. Rebinding still works: the optimizer notices and
+    rather than rebind ``p.array``. Rebinding still works: the optimizer notices and
     rebuilds its arena on the next step.
     """
 
@@ -36,12 +36,12 @@ class Parameter(Tensor):
         if key in memo:
             return memo[key]
         # As torch's Parameter: the copy starts without a gradient.
-        out = Parameter(self.data.copy(), self.requires_grad)
+        out = Parameter(self.array.copy(), self.requires_grad)
         memo[key] = out
         return out
 
     def __reduce_ex__(self, protocol):
-        return (_rebuild_parameter, (self.data, self.requires_grad))
+        return (_rebuild_parameter, (self.array, self.requires_grad))
 
 
 def _rebuild_parameter(data, requires_grad):

@@ -45,7 +45,7 @@ def _table(weight, num_embeddings, embedding_dim, dt, name):
         raise AssertionError(f"{name}: shape of weight {tuple(arr.shape)} does not match num_embeddings and "
                              f"embedding_dim ({num_embeddings}, {embedding_dim})")
     if isinstance(weight, Tensor):  # share the caller's storage (as PyTorch's Parameter(_weight))
-        return Parameter(weight.data)
+        return Parameter(weight.array)
     return Parameter(np.array(arr, dtype=dt if arr.dtype.kind != "f" else arr.dtype))
 
 
@@ -87,7 +87,7 @@ class Embedding(Module):
 
     def _fill_padding_idx_with_zero(self):
         if self.padding_idx is not None:
-            self.weight.data[self.padding_idx] = 0
+            self.weight.array[self.padding_idx] = 0
             self.weight._version.value += 1
 
     def forward(self, input):
@@ -162,7 +162,7 @@ class EmbeddingBag(Module):
     def reset_parameters(self):
         init.normal_(self.weight)
         if self.padding_idx is not None:
-            self.weight.data[self.padding_idx] = 0
+            self.weight.array[self.padding_idx] = 0
             self.weight._version.value += 1
 
     def forward(self, input, offsets=None, per_sample_weights=None):

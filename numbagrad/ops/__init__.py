@@ -15,7 +15,7 @@ from .shape import (cast, to_device, reshape, view, view_as, reshape_as, flatten
                     squeeze, unsqueeze, permute, transpose, swapaxes, t, movedim, expand,
                     expand_as, broadcast_to, broadcast_tensors, contiguous, clone, cat,
                     concatenate, concat, stack, hstack, vstack, narrow, split, chunk, unbind,
-                    pad, flip, roll, repeat, tile)
+                    pad, flip, roll, repeat, tile, pixel_shuffle, pixel_unshuffle)
 from .indexing import *  # noqa: F401,F403
 from .indexing import getitem, setitem  # noqa: F401
 from .activation import *  # noqa: F401,F403
@@ -30,3 +30,4 @@ from .rrelu import rrelu, rrelu_  # noqa: F401
 from .sparse import embedding_bag  # noqa: F401
 from .conv import *  # noqa: F401,F403
 from .rnn import *  # noqa: F401,F403
+from .sorting import *  # noqa: F401,F403

@@ -32,8 +32,8 @@ def binary_operands(a, b, opname):
     """
     ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
     if ta and tb:
-        da, db = a.data.dtype, b.data.dtype
-        if type(a.data) is not type(b.data):
+        da, db = a.array.dtype, b.array.dtype
+        if type(a.array) is not type(b.array):
             raise RuntimeError(f"{opname}: expected all tensors to be on the same device, got "
                                f"{a.device} and {b.device} (shapes {tuple(a.shape)} and {tuple(b.shape)})")
         if da != db:
@@ -57,15 +57,15 @@ def _result_dtype(t, s, opname):
         raise TypeError(f"{opname}: mix of Tensor (shape {tuple(t.shape)}) and "
                         f"{type(s).__name__}; wrap the other operand with numbagrad.tensor()")
     try:
-        return _dtype.scalar_result(t.data.dtype, s)
+        return _dtype.scalar_result(t.array.dtype, s)
     except TypeError:
         raise TypeError(f"{opname}: unsupported operand of type {type(s).__name__} with a Tensor "
-                        f"of dtype {t.data.dtype}") from None
+                        f"of dtype {t.array.dtype}") from None
 
 
 def _with_scalar(t, s, opname):
     d = _result_dtype(t, s, opname)
-    if d != t.data.dtype:
+    if d != t.array.dtype:
         from .shape import cast
         return cast(t, d)
     return t

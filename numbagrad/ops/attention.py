@@ -222,7 +222,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         raise RuntimeError(f"{op}: Expected query, key, and value to have the same dtype, but got "
                            f"query.dtype: {q.dtype}, key.dtype: {k.dtype} and value.dtype: {v.dtype} "
                            "instead.")
-    if not (type(q.data) is type(k.data) is type(v.data)):
+    if not (type(q.array) is type(k.array) is type(v.array)):
         raise RuntimeError(f"{op}: expected query, key and value on the same device, got {q.device}, "
                            f"{k.device} and {v.device}")
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
@@ -377,7 +377,7 @@ def _canonical_mask(mask, name, dtype):
         from .elementwise import where
         ninf = Tensor(np.array(-np.inf, dtype))
         zero = Tensor(np.array(0.0, dtype))
-        if not isinstance(mask.data, np.ndarray):
+        if not isinstance(mask.array, np.ndarray):
             ninf, zero = ninf.to(mask.device), zero.to(mask.device)
         return where(mask, ninf, zero)
     if mask.dtype.kind != "f":

@@ -86,7 +86,7 @@ def bilinear(input1, input2, weight, bias=None):
     if len(dts) != 1:
         raise RuntimeError(f"bilinear: expected all tensors to have one dtype, got input1 {x1.dtype}, input2 "
                            f"{x2.dtype}, weight {w.dtype}" + ("" if bias is None else f", bias {bias.dtype}"))
-    arrays = [x1.data, x2.data, w.data] + ([bias.data] if bias is not None else [])
+    arrays = [x1.array, x2.array, w.array] + ([bias.array] if bias is not None else [])
     if len({type(a) for a in arrays}) != 1:
         raise RuntimeError(f"bilinear: expected all tensors to be on the same device, got input1 on "
                            f"{x1.device}, input2 on {x2.device}, weight on {w.device}")

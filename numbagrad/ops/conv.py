@@ -328,7 +328,7 @@ def _check_tensors(op, x, w, b, nd):
     if b is not None:
         b = as_tensor_arg(b, op)
     for name, t in (("weight", w), ("bias", b)):
-        if t is not None and type(t.data) is not type(x.data):
+        if t is not None and type(t.array) is not type(x.array):
             raise RuntimeError(f"{op}: expected all tensors to be on the same device, got input on "
                                f"{x.device} and {name} on {t.device}")
     if x.ndim not in (nd + 1, nd + 2):

@@ -5,6 +5,7 @@ gradient back to each input's shape (``backend.sum_to_shape``).
 """
 import numpy as np
 
+from .. import _dtype
 from ..autograd.function import Function
 from ..backend import backend_of
 from ..tensor import Tensor
@@ -202,8 +203,8 @@ def true_divide(input, other):
 def floor_divide(input, other):
     a, b = binary_operands(input, other, "floor_divide")
     if (isinstance(a, Tensor) and a.dtype.kind in "iub") and not (isinstance(b, Tensor) and b.dtype.kind == "f"):
-        aa = a.data if isinstance(a, Tensor) else a
-        bb = b.data if isinstance(b, Tensor) else b
+        aa = a.array if isinstance(a, Tensor) else a
+        bb = b.array if isinstance(b, Tensor) else b
         return Tensor._from_array(be_of(aa, bb).asarray(np.floor_divide(aa, bb)))
     return floor(Div.apply(a, b))
 
@@ -387,7 +388,16 @@ def where(condition, input=None, other=None):
     indices of the nonzero elements as in ``torch.where(cond)``."""
     condition = as_tensor_arg(condition, "where")
     if input is None and other is None:
-        return tuple(Tensor._from_array(i) for i in np.nonzero(condition.data))
+        return tuple(Tensor._from_array(i) for i in np.nonzero(condition.array))
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor) and \
+            all(isinstance(v, (bool, int, float, np.number)) for v in (input, other)):
+        # two Python scalars (``where(mask, 1.0, 0.0)``): PyTorch's result dtype (the default
+        # float if either is a float, else int64, or bool for two bools), on the mask's device
+        kinds = {type(v) for v in (input, other)}
+        dt = (_dtype.get_default_dtype() if any(np.issubdtype(type(v), np.floating) or isinstance(v, float)
+                                                for v in (input, other))
+              else np.bool_ if kinds == {bool} else np.int64)
+        input = Tensor._from_array(backend_of(condition.array).asarray(np.asarray(input, dt)))
     a, b = binary_operands(input, other, "where")
     cond = condition if condition.dtype == np.bool_ else condition.bool()
     return Where.apply(cond, a, b)
@@ -397,8 +407,8 @@ def where(condition, input=None, other=None):
 def _cmp(name, method):
     def op(input, other):
         a, b = binary_operands(input, other, name)
-        aa = a.data if isinstance(a, Tensor) else a
-        bb = b.data if isinstance(b, Tensor) else b
+        aa = a.array if isinstance(a, Tensor) else a
+        bb = b.array if isinstance(b, Tensor) else b
         return Tensor._from_array(getattr(be_of(aa, bb), method)(aa, bb))
     op.__name__ = name
     op.__doc__ = f"Elementwise ``{name}`` (a bool tensor, never tracked)."
@@ -419,19 +429,19 @@ logical_xor = _cmp("logical_xor", "logical_xor")
 
 def logical_not(input):
     input = as_tensor_arg(input, "logical_not")
-    return Tensor._from_array(backend_of(input.data).logical_not(input.data))
+    return Tensor._from_array(backend_of(input.array).logical_not(input.array))
 
 
 def isnan(input):
-    return Tensor._from_array(backend_of(input.data).isnan(input.data))
+    return Tensor._from_array(backend_of(input.array).isnan(input.array))
 
 
 def isinf(input):
-    return Tensor._from_array(backend_of(input.data).isinf(input.data))
+    return Tensor._from_array(backend_of(input.array).isinf(input.array))
 
 
 def isfinite(input):
-    return Tensor._from_array(backend_of(input.data).isfinite(input.data))
+    return Tensor._from_array(backend_of(input.array).isfinite(input.array))
 
 
 def equal(input, other):
@@ -445,7 +455,7 @@ def allclose(input, other, rtol=1e-5, atol=1e-8, equal_nan=False):
 
 
 def isclose(input, other, rtol=1e-5, atol=1e-8, equal_nan=False):
-    return Tensor._from_array(np.isclose(input.data, other.data, rtol=rtol, atol=atol, equal_nan=equal_nan))
+    return Tensor._from_array(np.isclose(input.array, other.array, rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
 def lerp(input, end, weight):

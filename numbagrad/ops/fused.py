@@ -176,7 +176,7 @@ def linear_act(input, weight, bias=None, activation="relu"):
     if activation not in ACTIVATIONS:
         raise ValueError(f"linear_act: activation must be one of {ACTIVATIONS}, got {activation!r}")
     x = as_tensor_arg(input, "linear_act")
-    if type(x.data) is not type(weight.data) or bias is not None and type(bias.data) is not type(x.data):
+    if type(x.array) is not type(weight.array) or bias is not None and type(bias.array) is not type(x.array):
         raise RuntimeError(f"linear_act: expected all tensors to be on the same device, got input on "
                            f"{x.device}, weight on {weight.device}"
                            + ("" if bias is None else f" and bias on {bias.device}"))

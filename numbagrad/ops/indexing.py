@@ -11,7 +11,7 @@ Conventions
   and launch the kernels of ``numbagrad/kernels/cpu/indexing.py`` on that view; index
   arrays are checked here (dtype, range, shape) so the kernels can trust them.
 * Backward of every gather-like op is a scatter-add that accumulates duplicate indices.
-* In-place forms write straight into ``input.data`` when no graph is being recorded;
+* In-place forms write straight into ``input.array`` when no graph is being recorded;
   under recording they run the out-of-place op and rebase ``input`` onto its result.
 """
 import math
@@ -27,7 +27,7 @@ from ._util import as_tensor_arg
 __all__ = ["getitem", "setitem", "gather", "scatter", "scatter_add", "index_select", "index_add",
            "take_along_dim", "take", "masked_fill", "masked_select", "one_hot", "embedding",
            "nonzero", "argwhere", "masked_fill_", "scatter_", "scatter_add_", "index_add_",
-           "fill_", "zero_", "copy_"]
+           "fill_", "zero_", "copy_", "tril", "triu"]
 
 
 # ---- helpers -----------------------------------------------------------------------------------
@@ -55,7 +55,7 @@ def _on(like, a):
 
 def _same_device(opname, what, t, like):
     """Raise when Tensor ``t`` (an index, mask or source) is not on the device of array ``like``."""
-    if type(t.data) is not type(like):
+    if type(t.array) is not type(like):
         raise RuntimeError(f"{opname}: expected all tensors to be on the same device, got the {what} on "
                            f"{t.device} and the input on {backend_of(like).device}")
 
@@ -81,7 +81,7 @@ def _index_arg(index, opname, what="index", like=None):
     With ``like`` (the data array the index addresses), an index Tensor must be on its
     device, and a list/NumPy index is moved there."""
     if isinstance(index, Tensor):
-        a = index.data
+        a = index.array
         if like is not None:
             _same_device(opname, what, index, like)
     else:
@@ -150,7 +150,7 @@ def _inplace(input, name, others, direct, out_of_place):
     if _recording(input, *others):
         input._check_inplace(name)  # a leaf requiring grad, or a view of one, raises here
         return _rebase(input, name, out_of_place())
-    direct(input.data)
+    direct(input.array)
     input._bump_version()
     return input
 
@@ -176,9 +176,9 @@ def _norm_index(idx, opname):
             out.append(int(it))
             continue
         if isinstance(it, Tensor):
-            a = it.data
-        elif isinstance(it, (list, tuple, np.ndarray)) or hasattr(it, "__array__"):
-            a = np.asarray(it)
+            a = it.array
+        elif isinstance(it, (list, tuple, range, np.ndarray)) or hasattr(it, "__array__"):
+            a = np.asarray(it)  # a ``range`` indexes like the list of its integers, as in PyTorch
             if a.size == 0 and a.dtype.kind == "f" and not isinstance(it, np.ndarray):
                 a = a.astype(np.int64)
         else:
@@ -348,8 +348,8 @@ def getitem(input, idx):
 def take(input, index):
     """``input`` seen as 1-D, indexed by ``index`` (negative indices count from the end)."""
     from .shape import reshape
-    idx = _index_arg(index, "take", like=input.data)
-    _check_range("take", idx, input.data.size, 0, input.shape, allow_negative=True)
+    idx = _index_arg(index, "take", like=input.array)
+    _check_range("take", idx, input.array.size, 0, input.shape, allow_negative=True)
     return GetItemAdvanced.apply(reshape(input, -1), (idx,))
 
 
@@ -398,9 +398,9 @@ def setitem(input, idx, value):
         if not isinstance(value, Tensor):
             value = np.asarray(value, dtype=input.dtype)
         return _rebase(input, "__setitem__", IndexPut.apply(input, value, idx))
-    v = value.data if isinstance(value, Tensor) else value
+    v = value.array if isinstance(value, Tensor) else value
     try:
-        input.data[idx] = v
+        input.array[idx] = v
     except IndexError as e:
         raise _index_error("setitem", e, input.shape) from None
     except ValueError as e:
@@ -509,7 +509,7 @@ class Gather(Function):
 
 def _gather_args(opname, input, dim, index):
     input = as_tensor_arg(input, opname)
-    idx = _index_arg(index, opname, like=input.data)
+    idx = _index_arg(index, opname, like=input.array)
     dim = _norm_dim(dim, input.ndim, opname)
     _check_gather_shapes(opname, input.shape, dim, idx.shape)
     n = input.shape[dim] if input.ndim else 1
@@ -526,7 +526,7 @@ def gather(input, dim, index, sparse_grad=False):
 
 def _scatter_args(opname, input, dim, index, src):
     input = as_tensor_arg(input, opname)
-    idx = _index_arg(index, opname, like=input.data)
+    idx = _index_arg(index, opname, like=input.array)
     dim = _norm_dim(dim, input.ndim, opname)
     _check_gather_shapes(opname, input.shape, dim, idx.shape, None if src is None else src.shape)
     n = input.shape[dim] if input.ndim else 1
@@ -574,10 +574,10 @@ class Scatter(Function):
 
 def _src_arg(src, opname, like):
     if isinstance(src, Tensor):
-        _same_device(opname, "source", src, like.data)
+        _same_device(opname, "source", src, like.array)
         return src
     if isinstance(src, (np.ndarray, list)):
-        return Tensor._from_array(backend_of(like.data).asarray(np.asarray(src), like.dtype))
+        return Tensor._from_array(backend_of(like.array).asarray(np.asarray(src), like.dtype))
     raise TypeError(f"{opname}: src must be a Tensor, got {type(src).__name__}")
 
 
@@ -614,7 +614,7 @@ def scatter_add_(input, dim, index, src):
     src = _src_arg(src, "scatter_add_", input)
     _, d, idx = _scatter_args("scatter_add_", input, dim, index, src)
     return _inplace(input, "scatter_add_", (src,),
-                    lambda out: _scatter_into("add", out, d, idx, src.data),
+                    lambda out: _scatter_into("add", out, d, idx, src.array),
                     lambda: ScatterAdd.apply(input, d, idx, src))
 
 
@@ -632,7 +632,7 @@ def scatter_(input, dim, index, src=None, value=None, reduce=None):
     _, d, idx = _scatter_args("scatter_", input, dim, index, src if is_t else None)
     return _inplace(input, "scatter_", (src,),
                     lambda out: _scatter_into("set" if is_t else "fill", out, d, idx,
-                                              src.data if is_t else src),
+                                              src.array if is_t else src),
                     lambda: Scatter.apply(input, d, idx, src))
 
 
@@ -642,7 +642,7 @@ def take_along_dim(input, indices, dim=None):
     indices count from the end, as ``torch.take_along_dim``."""
     from .shape import reshape, expand
     input = as_tensor_arg(input, "take_along_dim")
-    idx = _index_arg(indices, "take_along_dim", "indices", like=input.data)
+    idx = _index_arg(indices, "take_along_dim", "indices", like=input.array)
     if dim is None:
         input, idx, dim = reshape(input, -1), idx.reshape(-1), 0
     else:
@@ -710,7 +710,7 @@ class IndexSelect(Function):
 def index_select(input, dim, index):
     """The entries of ``input`` at the positions ``index`` (a vector) along ``dim``."""
     input = as_tensor_arg(input, "index_select")
-    idx = _vector_index("index_select", index, like=input.data)
+    idx = _vector_index("index_select", index, like=input.array)
     dim = _norm_dim(dim, input.ndim, "index_select")
     n = input.shape[dim] if input.ndim else 1
     if input.ndim == 0 and idx.size != 1:
@@ -764,7 +764,7 @@ class IndexAdd(Function):
 
 
 def _index_add_args(opname, input, dim, index, source):
-    idx = _vector_index(opname, index, like=input.data)
+    idx = _vector_index(opname, index, like=input.array)
     dim = _norm_dim(dim, input.ndim, opname)
     shape = tuple(input.shape) or (1,)
     want = shape[:dim] + (idx.size,) + shape[dim + 1:]
@@ -791,7 +791,7 @@ def index_add_(input, dim, index, source, alpha=1):
     source = _src_arg(source, "index_add_", input)
     d, idx = _index_add_args("index_add_", input, dim, index, source)
     return _inplace(input, "index_add_", (source,),
-                    lambda out: _index_add_into(out, d, idx, source.data, alpha),
+                    lambda out: _index_add_into(out, d, idx, source.array, alpha),
                     lambda: IndexAdd.apply(input, d, idx, source, alpha))
 
 
@@ -799,7 +799,7 @@ def index_add_(input, dim, index, source, alpha=1):
 def _mask_arg(mask, opname, like):
     """A bool mask array on the device of ``like`` (a mask Tensor must already be there)."""
     if isinstance(mask, Tensor):
-        m = mask.data
+        m = mask.array
         _same_device(opname, "mask", mask, like)
     else:
         m = np.asarray(mask)
@@ -851,19 +851,44 @@ class MaskedFill(Function):
 def masked_fill(input, mask, value):
     """``input`` with ``value`` where ``mask`` (bool, broadcasting) is True."""
     input = as_tensor_arg(input, "masked_fill")
-    return MaskedFill.apply(input, _mask_arg(mask, "masked_fill", input.data), _value_arg(value, "masked_fill"))
+    return MaskedFill.apply(input, _mask_arg(mask, "masked_fill", input.array), _value_arg(value, "masked_fill"))
+
+
+def _triangle(opname, input, diagonal, lower):
+    input = as_tensor_arg(input, opname)
+    if input.ndim < 2:
+        raise RuntimeError(f"{opname}: input tensor must have at least 2 dimensions, got shape {tuple(input.shape)}")
+    if not isinstance(diagonal, (int, np.integer)) or isinstance(diagonal, bool):
+        raise TypeError(f"{opname}: diagonal must be an int, got {type(diagonal).__name__}")
+    m, n = input.shape[-2:]
+    keep = np.tri(m, n, int(diagonal) if lower else int(diagonal) - 1, dtype=bool)
+    # zero outside the kept triangle (exact zeros even where input is inf/NaN, as torch);
+    # the gradient passes through the kept elements only (MaskedFill's backward)
+    return masked_fill(input, ~keep if lower else keep, 0)
+
+
+def tril(input, diagonal=0):
+    """The lower triangle of the last two dimensions: elements ``(i, j)`` with
+    ``j - i <= diagonal``, zeros elsewhere (``torch.tril``)."""
+    return _triangle("tril", input, diagonal, True)
+
+
+def triu(input, diagonal=0):
+    """The upper triangle of the last two dimensions: elements ``(i, j)`` with
+    ``j - i >= diagonal``, zeros elsewhere (``torch.triu``)."""
+    return _triangle("triu", input, diagonal, False)
 
 
 def masked_fill_(input, mask, value):
     """In-place :func:`masked_fill`; ``mask`` must broadcast to ``input``'s shape."""
-    m = _mask_arg(mask, "masked_fill_", input.data)
+    m = _mask_arg(mask, "masked_fill_", input.array)
     value = _value_arg(value, "masked_fill_")
     if _broadcast_shape("masked_fill_", input.shape, m.shape) != tuple(input.shape):
         raise RuntimeError(f"masked_fill_: mask of shape {tuple(m.shape)} does not broadcast to the "
                            f"tensor's shape {tuple(input.shape)}")
 
     def direct(out):
-        np.copyto(out, value.data if isinstance(value, Tensor) else value, casting="unsafe", where=m)
+        np.copyto(out, value.array if isinstance(value, Tensor) else value, casting="unsafe", where=m)
     return _inplace(input, "masked_fill_", (value,), direct, lambda: MaskedFill.apply(input, m, value))
 
 
@@ -888,13 +913,13 @@ class MaskedSelect(Function):
 def masked_select(input, mask):
     """The 1-D tensor of the entries of ``input`` where ``mask`` (broadcasting) is True."""
     input = as_tensor_arg(input, "masked_select")
-    return MaskedSelect.apply(input, _mask_arg(mask, "masked_select", input.data))
+    return MaskedSelect.apply(input, _mask_arg(mask, "masked_select", input.array))
 
 
 def nonzero(input, as_tuple=False):
     """Indices of the non-zero entries: an int64 tensor of shape ``(n, ndim)``, or a tuple
     of ``ndim`` 1-D tensors with ``as_tuple=True``."""
-    a = input.data if isinstance(input, Tensor) else np.asarray(input)
+    a = input.array if isinstance(input, Tensor) else np.asarray(input)
     a1 = a.reshape(1) if a.ndim == 0 else a
     be = backend_of(a1)
     cols = [c.astype(np.int64, copy=False) for c in a1.nonzero()]
@@ -913,7 +938,7 @@ def argwhere(input):
 def one_hot(tensor, num_classes=-1):
     """int64 tensor of shape ``tensor.shape + (num_classes,)`` with a 1 at each class index;
     ``num_classes=-1`` infers ``max + 1``."""
-    a = tensor.data if isinstance(tensor, Tensor) else np.asarray(tensor)
+    a = tensor.array if isinstance(tensor, Tensor) else np.asarray(tensor)
     if a.dtype.kind not in "iu":
         raise RuntimeError(f"one_hot: expected an integer (index) tensor, got dtype {a.dtype}")
     be = backend_of(a)
@@ -965,7 +990,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     """Rows of ``weight`` (``num_embeddings x dim``) at the integer ``input``: output shape
     ``input.shape + (dim,)``. The row ``padding_idx`` gets no gradient; ``max_norm``
     renormalises the looked-up rows of ``weight`` in place first (as PyTorch does)."""
-    idx = _index_arg(input, "embedding", "input", like=weight.data)
+    idx = _index_arg(input, "embedding", "input", like=weight.array)
     if weight.ndim != 2:
         raise RuntimeError(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), got shape "
                            f"{tuple(weight.shape)}")
@@ -983,7 +1008,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
         pad = int(padding_idx) % n
     flat = idx.reshape(-1)
     if max_norm is not None and flat.size:
-        w = weight.data
+        w = weight.array
         be = backend_of(w)
         rows = np.unique(be.to_numpy(flat))  # the norms are computed on the host
         sel = be.to_numpy(w[be.asarray(rows)]).astype(np.float64)
@@ -1019,7 +1044,7 @@ def fill_(input, value):
     value = _value_arg(value, "fill_")
 
     def direct(out):
-        out[...] = value.data if isinstance(value, Tensor) else value
+        out[...] = value.array if isinstance(value, Tensor) else value
     return _inplace(input, "fill_", (value,), direct, lambda: Fill.apply(input, value))
 
 
@@ -1059,5 +1084,5 @@ def copy_(input, src, non_blocking=False):
                            f"shape {tuple(input.shape)}")
 
     def direct(out):
-        out[...] = _on(out, src.data)
+        out[...] = _on(out, src.array)
     return _inplace(input, "copy_", (src,), direct, lambda: Copy.apply(input, src))

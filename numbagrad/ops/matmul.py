@@ -47,7 +47,7 @@ class MatMul(Function):
 
 
 def _check(a, b, opname):
-    if type(a.data) is not type(b.data):
+    if type(a.array) is not type(b.array):
         raise RuntimeError(f"{opname}: expected both tensors on the same device, got {a.device} and {b.device}")
     if a.ndim == 0 or b.ndim == 0:
         raise RuntimeError(f"{opname}: both arguments need at least 1 dimension, got shapes "
@@ -124,7 +124,7 @@ class Linear(Function):
 
 def linear(input, weight, bias=None):
     """``input @ weight.T + bias`` (``torch.nn.functional.linear``)."""
-    if type(input.data) is not type(weight.data) or bias is not None and type(bias.data) is not type(input.data):
+    if type(input.array) is not type(weight.array) or bias is not None and type(bias.array) is not type(input.array):
         raise RuntimeError(f"linear: expected all tensors to be on the same device, got input on {input.device}, "
                            f"weight on {weight.device}" + ("" if bias is None else f" and bias on {bias.device}"))
     if input.shape[-1] != weight.shape[-1]:

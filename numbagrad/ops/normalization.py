@@ -118,7 +118,7 @@ def _param(p, x, opname, what, shape):
     if tuple(p.shape) != tuple(shape):
         raise RuntimeError(f"{opname}: expected {what} of shape {tuple(shape)}, got {tuple(p.shape)} "
                            f"{p.dtype} (input {tuple(x.shape)} {x.dtype})")
-    if type(p.data) is not type(x.data):
+    if type(p.array) is not type(x.array):
         raise RuntimeError(f"{opname}: expected all tensors to be on the same device, got input on "
                            f"{x.device} and {what} on {p.device}")
     if p.dtype != x.dtype:
@@ -282,9 +282,9 @@ def _stat(t, C, opname, what, x):
     if not isinstance(t, Tensor):
         raise TypeError(f"{opname}: {what} must be a Tensor or None, got {type(t).__name__}")
     if tuple(t.shape) != (C,):
-        raise RuntimeError(f"{opname}: {what} should contain {C} elements not {t.data.size} "
+        raise RuntimeError(f"{opname}: {what} should contain {C} elements not {t.array.size} "
                            f"(input {tuple(x.shape)} {x.dtype})")
-    if type(t.data) is not type(x.data):
+    if type(t.array) is not type(x.array):
         raise RuntimeError(f"{opname}: expected all tensors to be on the same device, got input on "
                            f"{x.device} and {what} on {t.device}")
     return t
@@ -337,7 +337,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     b = _param(bias, x, "batch_norm", "bias", (C,))
     if momentum is None:  # as torch.nn.functional.batch_norm (the modules resolve None themselves)
         raise TypeError("batch_norm(): argument 'momentum' must be float, not NoneType")
-    y = BatchNormFn.apply(x, w, b, None if rm is None else rm.data, None if rv is None else rv.data,
+    y = BatchNormFn.apply(x, w, b, None if rm is None else rm.array, None if rv is None else rv.array,
                           bool(training), float(momentum), float(eps))
     if training:
         for t in (rm, rv):
@@ -386,12 +386,12 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     x, back = _float_input(x, "instance_norm")
     w = _param(weight, x, "instance_norm", "weight", (C,))
     b = _param(bias, x, "instance_norm", "bias", (C,))
-    be = backend_of(x.data)
+    be = backend_of(x.array)
 
     def tiled(t):
         if t is None:
             return None
-        return be.copy(np.broadcast_to(t.data.reshape(1, C), (N, C))).reshape(N * C)
+        return be.copy(np.broadcast_to(t.array.reshape(1, C), (N, C))).reshape(N * C)
 
     trm, trv = tiled(rm), tiled(rv)
     w2 = None if w is None else repeat(w, N)
@@ -401,7 +401,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     if use_input_stats:
         for t, tt in ((rm, trm), (rv, trv)):
             if t is not None:
-                np.copyto(t.data, np.mean(tt.reshape(N, C), axis=0), casting="unsafe")
+                np.copyto(t.array, np.mean(tt.reshape(N, C), axis=0), casting="unsafe")
                 t._bump_version()
     return _finish(y.reshape(tuple(x.shape)), back)
 

@@ -202,7 +202,7 @@ def _max_min(input, dim, keepdim, full, along, opname, other_fn):
         return full.apply(input, tuple(range(input.ndim)), False)
     axis = norm_axis(dim, input.ndim, opname)[0] if input.ndim else 0
     if input.ndim == 0:
-        return values_indices(input, Tensor._from_array(backend_of(input.data).zeros((), np.int64)))
+        return values_indices(input, Tensor._from_array(backend_of(input.array).zeros((), np.int64)))
     v, i = along.apply(input, axis, keepdim)
     return values_indices(v, i)
 
@@ -230,12 +230,12 @@ def amin(input, dim=None, keepdim=False):
 
 def _arg(input, dim, keepdim, fn, opname):
     input = as_tensor_arg(input, opname)
-    be = backend_of(input.data)
+    be = backend_of(input.array)
     if dim is None:
-        return Tensor._from_array(be.asarray(getattr(be, fn)(input.data), np.int64).reshape(
+        return Tensor._from_array(be.asarray(getattr(be, fn)(input.array), np.int64).reshape(
             (1,) * input.ndim if keepdim else ()))
     axis = norm_axis(dim, input.ndim, opname)[0]
-    r = getattr(be, fn)(input.data, axis=axis)
+    r = getattr(be, fn)(input.array, axis=axis)
     if keepdim:
         r = np.expand_dims(r, axis)
     return Tensor._from_array(r.astype(np.int64))
@@ -306,15 +306,15 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
 def all(input, dim=None, keepdim=False):
     input = as_tensor_arg(input, "all")
     axes = None if dim is None else norm_axis(dim, input.ndim, "all")
-    be = backend_of(input.data)
-    return Tensor._from_array(be.asarray(be.all(input.data, axis=axes, keepdims=keepdim)))
+    be = backend_of(input.array)
+    return Tensor._from_array(be.asarray(be.all(input.array, axis=axes, keepdims=keepdim)))
 
 
 def any(input, dim=None, keepdim=False):
     input = as_tensor_arg(input, "any")
     axes = None if dim is None else norm_axis(dim, input.ndim, "any")
-    be = backend_of(input.data)
-    return Tensor._from_array(be.asarray(be.any(input.data, axis=axes, keepdims=keepdim)))
+    be = backend_of(input.array)
+    return Tensor._from_array(be.asarray(be.any(input.array, axis=axes, keepdims=keepdim)))
 
 
 class CumSum(Function):

@@ -514,7 +514,7 @@ def _check_same(opname, ref, *tensors):
     for t in tensors:
         if t is None:
             continue
-        if type(t.data) is not type(ref.data):
+        if type(t.array) is not type(ref.array):
             raise RuntimeError(f"{opname}: expected all tensors to be on the same device, got {ref.device} "
                                f"and {t.device}")
         if t.dtype != ref.dtype:
@@ -561,7 +561,7 @@ def _cell(fn, opname, input, hxs, w_ih, w_hh, b_ih, b_hh, chunks, *extra):
 
 
 def _zeros_like_state(x, H):
-    be = backend_of(x.data)
+    be = backend_of(x.array)
     shape = (H,) if x.ndim == 1 else (x.shape[0], H)
     return Tensor._from_array(be.zeros(shape, x.dtype))
 

@@ -80,7 +80,7 @@ def view(input, *shape):
     shape = _shape_arg(shape)
     if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):  # view(dtype) is unsupported
         raise TypeError(f"view: expected a shape, got {shape[0]!r}")
-    data = input.data
+    data = input.array
     if not data.flags.c_contiguous and data.size > 1:
         n = data.size
         if shape.count(-1) == 1:
@@ -278,7 +278,7 @@ class Contiguous(Function):
 
 
 def contiguous(input):
-    if input.data.flags.c_contiguous:
+    if input.array.flags.c_contiguous:
         return input
     return Contiguous.apply(input)
 
@@ -317,7 +317,7 @@ def _check_join(tensors, opname):
     if len(tensors) == 0:
         raise ValueError(f"{opname}: expected a non-empty sequence of tensors")
     tensors = [as_tensor_arg(t, opname) for t in tensors]
-    types = {type(t.data) for t in tensors}
+    types = {type(t.array) for t in tensors}
     if len(types) > 1:
         raise RuntimeError(f"{opname}: expected all tensors to be on the same device, got "
                            + ", ".join(str(t.device) for t in tensors))
@@ -448,6 +448,44 @@ class Pad(Function):
         out = backend_of(g).zeros(n, g.dtype)
         np.add.at(out, ids.reshape(-1), g.reshape(-1))
         return out.reshape(ctx.in_shape), None, None, None
+
+
+def _shuffle_factor(opname, input, factor):
+    input = as_tensor_arg(input, opname)
+    if not isinstance(factor, (int, np.integer)) or isinstance(factor, bool) or factor < 1:
+        raise RuntimeError(f"{opname}: the factor must be a positive int, got {factor!r}")
+    if input.ndim < 3:
+        raise RuntimeError(f"{opname}: expected an input of at least 3 dimensions (*, C, H, W), "
+                           f"got shape {tuple(input.shape)}")
+    return input, int(factor)
+
+
+def pixel_shuffle(input, upscale_factor):
+    """``(*, C*r*r, H, W) -> (*, C, H*r, W*r)``: channel blocks become ``r x r`` pixel
+    blocks (``torch.nn.functional.pixel_shuffle``, sub-pixel convolution). A reshape, a
+    permutation and a reshape, so gradients flow through those ops."""
+    input, r = _shuffle_factor("pixel_shuffle", input, upscale_factor)
+    *batch, c, h, w = input.shape
+    if c % (r * r):
+        raise RuntimeError(f"pixel_shuffle: the channels ({c}, shape {tuple(input.shape)}) must be divisible "
+                           f"by upscale_factor**2 = {r * r}")
+    n = len(batch)
+    x = reshape(input, *batch, c // (r * r), r, r, h, w)
+    x = permute(x, *range(n), n, n + 3, n + 1, n + 4, n + 2)          # (*, C, H, r, W, r)
+    return reshape(x, *batch, c // (r * r), h * r, w * r)
+
+
+def pixel_unshuffle(input, downscale_factor):
+    """The inverse of :func:`pixel_shuffle`: ``(*, C, H*r, W*r) -> (*, C*r*r, H, W)``."""
+    input, r = _shuffle_factor("pixel_unshuffle", input, downscale_factor)
+    *batch, c, h, w = input.shape
+    if h % r or w % r:
+        raise RuntimeError(f"pixel_unshuffle: height and width (shape {tuple(input.shape)}) must be divisible "
+                           f"by downscale_factor = {r}")
+    n = len(batch)
+    x = reshape(input, *batch, c, h // r, r, w // r, r)
+    x = permute(x, *range(n), n, n + 2, n + 4, n + 1, n + 3)          # (*, C, r, r, H, W)
+    return reshape(x, *batch, c * r * r, h // r, w // r)
 
 
 def pad(input, pad, mode="constant", value=0.0):

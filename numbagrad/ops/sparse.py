@@ -22,7 +22,7 @@ __all__ = ["embedding_bag"]
 
 
 def _host_int(t, name):
-    a = t.data if isinstance(t, Tensor) else t
+    a = t.array if isinstance(t, Tensor) else t
     a = backend_of(a).to_numpy(a) if not isinstance(a, np.ndarray) else a
     a = np.asarray(a)
     if a.dtype.kind not in "iu":
@@ -83,7 +83,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
             if tuple(psw_t.shape) != idx.shape:
                 raise ValueError(f"embedding_bag: per_sample_weights of shape {tuple(psw_t.shape)} must "
                                  f"have the shape of input {idx.shape}")
-            psw = psw_t[Tensor._from_array(backend_of(psw_t.data).asarray(pos.astype(np.int64)))]
+            psw = psw_t[Tensor._from_array(backend_of(psw_t.array).asarray(pos.astype(np.int64)))]
     else:
         raise ValueError(f"embedding_bag: input has to be 1D or 2D Tensor, but got Tensor of dimension "
                          f"{idx.ndim}")
@@ -91,7 +91,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
         valid &= table != padding_idx
     if table.size and valid.any():  # a filler slot repeats a looked-up index (keeps max_norm's rows the same)
         table = np.where(valid, table, table[valid][0])
-    be = backend_of(weight.data)
+    be = backend_of(weight.array)
     B = table.shape[0]
     D = weight.shape[1]
     if table.shape[1] == 0:

@@ -64,7 +64,7 @@ class Adagrad(Optimizer):
                 st = self.state[p]
                 st["step"] = Tensor._from_array(np.zeros((), np.float32))
                 st["sum"] = Tensor._from_array(
-                    backend_of(p.data).full(p.data.shape, initial_accumulator_value, p.data.dtype))
+                    backend_of(p.array).full(p.array.shape, initial_accumulator_value, p.array.dtype))
 
     def _state_keys(self, group):
         return ("sum",)

@@ -52,7 +52,7 @@ _LS_TOL_CHANGE = 1e-9
 def _host(v):
     """A NumPy array of a state value (numbagrad Tensor, torch tensor, array or scalar)."""
     if isinstance(v, Tensor):
-        return np.asarray(backend_of(v.data).to_numpy(v.data))
+        return np.asarray(backend_of(v.array).to_numpy(v.array))
     if hasattr(v, "detach"):  # a torch tensor (from torch.optim.LBFGS.state_dict())
         return v.detach().cpu().numpy()
     return np.asarray(v)

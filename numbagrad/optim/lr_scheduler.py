@@ -80,7 +80,7 @@ def _set_lrs(optimizer, values):
         raise ValueError(f"got {len(values)} learning rates for {len(groups)} parameter groups")
     for group, lr in zip(groups, values):
         if isinstance(group["lr"], Tensor):
-            group["lr"].data.fill(lr)
+            group["lr"].array.fill(lr)
         else:
             group["lr"] = lr
 

@@ -6,7 +6,7 @@ The fused path
 On the first ``step()`` of a parameter group the optimizer lays the group out in
 flat, contiguous 1-D arrays, one set per dtype (a *bucket*):
 
-* ``param``: every parameter's values back to back. Each ``Parameter.data`` is
+* ``param``: every parameter's values back to back. Each ``Parameter.array`` is
   rebound to a view into it, so the model keeps computing with the same memory the
   optimizer updates.
 * ``grad``: same layout, a slot per parameter, and ``gsrc``, a small int64 table saying
@@ -43,11 +43,11 @@ flat, contiguous 1-D arrays, one set per dtype (a *bucket*):
 
 Then the update is a single kernel call over the whole bucket
 (``numbagrad/kernels/cpu/optim.py``), whatever the number of parameters: per-parameter
-Python work is limited to bookkeeping (is ``p.data`` still the arena view, is there a
+Python work is limited to bookkeeping (is ``p.array`` still the arena view, is there a
 gradient and where is it, bump the version counter). Parameters without a gradient are
 skipped by the kernel, exactly as PyTorch skips them (their step count does not advance).
 
-If anything rebinds ``p.data`` (``module.to(float64)``, ``p.data = ...``), changes the
+If anything rebinds ``p.array`` (``module.to(float64)``, ``p.array = ...``), changes the
 group's parameter list, or changes which state buffers the group needs (``amsgrad``),
 the next ``step()`` notices and rebuilds the arena, carrying the state over.
 """
@@ -98,11 +98,11 @@ class _Bucket:
         # Arrays live on the parameters' device (the backend of their arrays); the small
         # per-parameter tables are built on the host and uploaded once, except the
         # ``active`` flags, which _sync sets on the host each step and uploads.
-        be = self.be = backend_of(params[0].data)
+        be = self.be = backend_of(params[0].array)
         n = len(params)
-        shapes = [p.data.shape for p in params]
+        shapes = [p.array.shape for p in params]
         offsets = np.zeros(n + 1, np.int64)
-        np.cumsum([p.data.size for p in params], out=offsets[1:])
+        np.cumsum([p.array.size for p in params], out=offsets[1:])
         total = int(offsets[-1])
         self.param = be.empty(total, dtype)
         self.grad = be.zeros(total, dtype)
@@ -110,8 +110,8 @@ class _Bucket:
         for i, p in enumerate(params):
             lo, hi = offsets[i], offsets[i + 1]
             v = self.param[lo:hi].reshape(shapes[i])
-            v[...] = p.data
-            p.data = v
+            v[...] = p.array
+            p.array = v
             self.pviews.append(v)
             gv = self.grad[lo:hi].reshape(shapes[i])
             self.gviews.append(gv)
@@ -127,13 +127,13 @@ class _Bucket:
                 t = Tensor._from_array(flat[offsets[i]:offsets[i + 1]].reshape(shapes[i]))
                 if st and key in st and st[key] is not None:
                     old = st[key]
-                    arr = old.data if isinstance(old, Tensor) else np.asarray(old)
-                    if type(arr) is not type(t.data):
+                    arr = old.array if isinstance(old, Tensor) else np.asarray(old)
+                    if type(arr) is not type(t.array):
                         arr = be.asarray(backend_of(arr).to_numpy(arr))
                     if arr.shape != shapes[i]:
                         raise ValueError(f"optimizer state {key!r} of a parameter has shape {tuple(arr.shape)}, "
                                          f"but the parameter has shape {tuple(shapes[i])}")
-                    t.data[...] = arr
+                    t.array[...] = arr
                     st[key] = t
                 views.append(t)
             self.bufs[key] = flat
@@ -268,7 +268,7 @@ class Optimizer:
                 raise TypeError(f"optimizer can only optimize Tensors, but one of the params is {type(p).__name__}")
             if p.grad_fn is not None:
                 raise ValueError("can't optimize a non-leaf Tensor")
-            if p.data.dtype.kind != "f":
+            if p.array.dtype.kind != "f":
                 raise TypeError(f"optimizer can only optimize floating point Tensors, got dtype {p.dtype}")
         seen = set()
         unique = []
@@ -304,7 +304,7 @@ class Optimizer:
                 else:
                     if g.grad_fn is not None:
                         g.detach_()
-                    g.data.fill(0)
+                    g.array.fill(0)
 
     def step(self, closure=None):
         """Update the parameters once; ``closure`` re-evaluates the model and returns the loss.
@@ -370,11 +370,11 @@ class Optimizer:
         params = list(group["params"])
         by_dtype = {}
         for p in params:
-            dt = p.data.dtype
-            if dt == np.float16 and type(p.data) is np.ndarray:
+            dt = p.array.dtype
+            if dt == np.float16 and type(p.array) is np.ndarray:
                 raise TypeError(f"{type(self).__name__}: float16 parameters are not supported on the CPU (Numba "
                                 "has no float16); keep float32 master weights")
-            by_dtype.setdefault((type(p.data), dt), []).append(p)
+            by_dtype.setdefault((type(p.array), dt), []).append(p)
         if len({k[0] for k in by_dtype}) > 1:
             raise RuntimeError(f"{type(self).__name__}: the parameters of one group are on different devices "
                                f"({sorted({str(p.device) for p in params})}); use one device per group")
@@ -386,7 +386,7 @@ class Optimizer:
     def _sync(self, arena):
         """Point the kernels at this step's gradients (``gsrc``: read in place, or copied into
         the arena slot, see the module docstring) and mark active parameters; False when
-        some ``p.data`` is no longer its arena view (the caller rebuilds)."""
+        some ``p.array`` is no longer its arena view (the caller rebuilds)."""
         state = self.state
         for b in arena.buckets:
             scalar_views = b.scalar_views
@@ -397,13 +397,13 @@ class Optimizer:
             pv, gv, gt, pop = b.pviews, b.gviews, b.gtensors, b.populated
             any_active = False
             for i, p in enumerate(b.params):
-                if p.data is not pv[i]:
+                if p.array is not pv[i]:
                     return False
                 g = p.grad
                 if g is None:
                     act[i] = 0
                     continue
-                gd = g.data
+                gd = g.array
                 addr = 0
                 if gd is not gv[i]:
                     if gd.shape != pv[i].shape:
@@ -418,7 +418,7 @@ class Optimizer:
                     else:
                         np.copyto(gv[i], gd, casting="unsafe")
                         t = gt[i]
-                        t.data = gv[i]
+                        t.array = gv[i]
                         p.grad = t
                 gsrc[2 * i] = addr
                 act[i] = 1
@@ -514,14 +514,14 @@ def _copy_state_value(param, value, scalar):
     """A loaded state value as a Tensor of its own (``scalar``: a per-parameter float32
     scalar state such as ``step``)."""
     if isinstance(value, Tensor):
-        arr = value.data
+        arr = value.array
     elif hasattr(value, "shape") and hasattr(value, "dtype"):
         arr = np.asarray(value)  # NumPy array or CPU torch tensor
     else:
         return copy.deepcopy(value)
     if scalar:
         return Tensor._from_array(np.array(arr, dtype=np.float32, copy=True))
-    dt = param.data.dtype if arr.dtype.kind == "f" else arr.dtype
+    dt = param.array.dtype if arr.dtype.kind == "f" else arr.dtype
     return Tensor._from_array(np.array(arr, dtype=dt, copy=True))
 
 

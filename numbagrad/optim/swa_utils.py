@@ -25,7 +25,7 @@ __all__ = ["AveragedModel", "update_bn", "SWALR", "get_ema_multi_avg_fn", "get_s
 
 
 def _arr(t):
-    return t.data if isinstance(t, Tensor) else t
+    return t.array if isinstance(t, Tensor) else t
 
 
 def _n_value(num_averaged):
@@ -140,7 +140,7 @@ class AveragedModel(Module):
         return self.module(*args, **kwargs)
 
     def _n(self):
-        return int(np.asarray(backend_of(self.n_averaged.data).to_numpy(self.n_averaged.data)))
+        return int(np.asarray(backend_of(self.n_averaged.array).to_numpy(self.n_averaged.array)))
 
     def update_parameters(self, model):
         """Fold ``model``'s current parameters (and buffers, with ``use_buffers``) into the
@@ -163,8 +163,8 @@ class AveragedModel(Module):
                     raise ValueError(f"AveragedModel.update_parameters: shape {tuple(p.shape)} of the model does "
                                      f"not match shape {tuple(a.shape)} of the average")
                 c = p.detach()
-                if type(c.data) is not type(a.data):
-                    c = Tensor._from_array(backend_of(a.data).asarray(backend_of(c.data).to_numpy(c.data)))
+                if type(c.array) is not type(a.array):
+                    c = Tensor._from_array(backend_of(a.array).asarray(backend_of(c.array).to_numpy(c.array)))
                 cur_d.append(c)
             if n == 0:
                 for a, c in zip(avg_d, cur_d):
@@ -175,9 +175,9 @@ class AveragedModel(Module):
                     # by device and dtype, as PyTorch groups them
                     groups = {}
                     for a, c in zip(avg_d, cur_d):
-                        groups.setdefault((type(a.data), a.data.dtype), ([], []))
-                        groups[(type(a.data), a.data.dtype)][0].append(a)
-                        groups[(type(a.data), a.data.dtype)][1].append(c)
+                        groups.setdefault((type(a.array), a.array.dtype), ([], []))
+                        groups[(type(a.array), a.array.dtype)][0].append(a)
+                        groups[(type(a.array), a.array.dtype)][1].append(c)
                     for (kind, _), (al, cl) in groups.items():
                         if self.multi_avg_fn is not None:
                             self.multi_avg_fn(al, cl, n_t)
@@ -196,7 +196,7 @@ class AveragedModel(Module):
                 # buffers are not averaged: keep them equal to the model's
                 for b_avg, b_model in zip(self.module.buffers(), model.buffers()):
                     _copy_into(b_avg, b_model.detach())
-        nd = self.n_averaged.data
+        nd = self.n_averaged.array
         np.copyto(nd, nd + 1)
         self.n_averaged._bump_version()
 

@@ -113,7 +113,7 @@ def test_clip_grad_norm_on_cuda_tensors_matches_cpu():
             ps = []
             for g in gs:
                 p = nn.Parameter(ng.tensor(np.zeros_like(g)))
-                p.data = ng.tensor(np.zeros_like(g)).to(device).data
+                p.array = ng.tensor(np.zeros_like(g)).to(device).array
                 p.grad = ng.tensor(g.copy()).to(device)
                 ps.append(p)
             out = fn(ps, *args)

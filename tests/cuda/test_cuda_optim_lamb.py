@@ -148,7 +148,7 @@ def test_optimizers_on_cuda_parameters_match_cpu(make):
     for device in ("cpu", "cuda"):
         P = [nn.Parameter(ng.tensor(a.copy())) for a in init]
         for p in P:
-            p.data = p.data if device == "cpu" else ng.tensor(p.data, device=device).data  # as Module.to does
+            p.array = p.array if device == "cpu" else ng.tensor(p.array, device=device).array  # as Module.to does
         o = (Lamb(P, lr=0.1, weight_decay=0.05) if make == "lamb"
              else Lion(P, lr=0.1, weight_decay=0.1, maximize=True))
         for k, gs in enumerate(grads):

@@ -31,7 +31,7 @@ def test_to_cuda_and_back_round_trip(dtype):
     t = ng.tensor(a)
     g = t.to("cuda")
     assert g.device == CUDA and g.is_cuda and str(g.device) == "cuda:0"
-    assert isinstance(g.data, CudaArray) and g.dtype == a.dtype and g.shape == a.shape
+    assert isinstance(g.array, CudaArray) and g.dtype == a.dtype and g.shape == a.shape
     back = g.cpu()
     assert back.device == ng.device("cpu") and not back.is_cuda
     np.testing.assert_array_equal(back.numpy(), a)
@@ -59,7 +59,7 @@ def test_numpy_of_a_cuda_tensor_is_a_host_copy_and_implicit_conversion_raises():
     h[0] = 5.0
     assert g.tolist() == [1.0, 2.0]
     with pytest.raises(TypeError, match="implicit conversion of a CUDA array"):
-        np.asarray(g.data)
+        np.asarray(g.array)
 
 
 def test_unknown_cuda_index_raises():
@@ -271,20 +271,20 @@ def test_no_grad_and_detach_on_device():
         y = x * 2
     assert not y.requires_grad and y.device == CUDA
     d = x.detach()
-    assert d.device == CUDA and not d.requires_grad and d.data is x.data
+    assert d.device == CUDA and not d.requires_grad and d.array is x.array
 
 
 # ---- in-place ops -------------------------------------------------------------------------------------------------------
 def test_inplace_arithmetic_and_version_counter():
     a = randn(2, 3, seed=13).astype(np.float32)
     t = ng.tensor(a, device="cuda")
-    data, v = t.data, t._version_value
+    data, v = t.array, t._version_value
     t.add_(1.0)
     t.mul_(ng.tensor([1.0, 2.0, 3.0], device="cuda"))
     t += 1
     t.sub_(0.5)
     t.div_(2.0)
-    assert t.data is data  # written in place, same device buffer
+    assert t.array is data  # written in place, same device buffer
     assert t._version_value == v + 5
     np.testing.assert_allclose(host(t), ((a + 1) * [1, 2, 3] + 1 - 0.5) / 2, rtol=1e-6)
 
@@ -438,9 +438,9 @@ def test_autograd_grad_hooks_and_anomaly_on_device():
 
 def test_inplace_activation_and_dropout_on_device():
     t = ng.tensor([-1.0, 2.0, -3.0], device="cuda")
-    data = t.data
+    data = t.array
     out = ng.nn.functional.relu(t, inplace=True)
-    assert out is t and t.data is data and t._version_value == 1
+    assert out is t and t.array is data and t._version_value == 1
     np.testing.assert_array_equal(host(t), [0.0, 2.0, 0.0])
     ng.manual_seed(0)
     d = ng.nn.functional.dropout(ng.ones(8, device="cuda"), 0.5, inplace=True)
@@ -450,9 +450,9 @@ def test_inplace_activation_and_dropout_on_device():
 def test_parameter_of_a_cuda_tensor_shares_its_device_array():
     t = ng.tensor(np.arange(6, dtype=np.float32).reshape(2, 3), device="cuda")
     p = ng.nn.Parameter(t)
-    assert isinstance(p.data, CudaArray) and p.data is t.data and p.requires_grad
+    assert isinstance(p.array, CudaArray) and p.array is t.array and p.requires_grad
     assert str(p.device).startswith("cuda")
     np.testing.assert_array_equal(host(p), np.arange(6, dtype=np.float32).reshape(2, 3))
     q = ng.Tensor(t, dtype=ng.float64)
-    assert isinstance(q.data, CudaArray) and q.dtype == np.float64
+    assert isinstance(q.array, CudaArray) and q.dtype == np.float64
     np.testing.assert_array_equal(host(q), np.arange(6).reshape(2, 3))

@@ -163,10 +163,10 @@ def test_conv_matches_reference(cls, args, kw, batch):
     w0 = m.weight.detach().numpy().copy()
     dw = randn(*w0.shape, seed=4)
     with ng.no_grad():
-        m.weight.data[...] = w0 + dw
+        m.weight.array[...] = w0 + dw
     yp = ref_module(m, x)
     with ng.no_grad():
-        m.weight.data[...] = w0
+        m.weight.array[...] = w0
     np.testing.assert_allclose(np.sum(m.weight.grad.numpy() * dw), np.sum(g * (yp - ref)), rtol=1e-9)
     if m.bias is not None:
         ch = g.ndim - len(m.kernel_size) - 1
@@ -186,7 +186,7 @@ def test_transposed_is_adjoint_of_conv(cls, args, kw):
     c = conv_cls(args[1], args[0], args[2], stride=kw.get("stride", 1), padding=kw.get("padding", 0),
                  dilation=kw.get("dilation", 1), groups=kw.get("groups", 1), bias=False, dtype=ng.float64)
     with ng.no_grad():
-        c.weight.data[...] = m.weight.detach().numpy()
+        c.weight.array[...] = m.weight.detach().numpy()
     cz = ref_module(c, z)
     # output_padding adds output rows no input pixel reaches: crop the conv to x's grid
     cz = cz[(Ellipsis,) + tuple(slice(0, s) for s in x.shape[2:])]

@@ -39,10 +39,10 @@ def _p(*shape):
 
 def test_inplace_and_returns_tensor():
     p = _p(50, 40)
-    arr = p.data
+    arr = p.array
     v = p._version_value
     assert init.uniform_(p, -1, 1) is p
-    assert p.data is arr and p._version_value == v + 1  # written in place
+    assert p.array is arr and p._version_value == v + 1  # written in place
     assert p.requires_grad
 
 

@@ -110,8 +110,8 @@ def test_embedding_from_pretrained_freeze_semantics():
     y = frozen(ng.tensor([2, 0]))
     assert not y.requires_grad
     np.testing.assert_array_equal(y.numpy(), table.numpy()[[2, 0]])
-    table.data[2, 0] = 42.0                                                  # storage is shared, as in torch
-    assert frozen.weight.data[2, 0] == 42.0
+    table.array[2, 0] = 42.0                                                  # storage is shared, as in torch
+    assert frozen.weight.array[2, 0] == 42.0
     train = Embedding.from_pretrained(ng.tensor(randn(4, 3, seed=12)), freeze=False, padding_idx=1)
     assert train.weight.requires_grad and train.padding_idx == 1
     train(ng.tensor([1, 2, 1])).sum().backward()

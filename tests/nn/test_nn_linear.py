@@ -43,7 +43,7 @@ def test_gradients_vs_finite_differences():
     eps = 1e-6
     for p in lin.parameters():
         num = np.zeros(p.shape)
-        flat = p.data.reshape(-1)
+        flat = p.array.reshape(-1)
         for k in range(flat.size):
             old = flat[k]
             flat[k] = old + eps

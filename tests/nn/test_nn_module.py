@@ -41,7 +41,7 @@ def test_parameter_is_a_tensor_that_requires_grad():
 def test_parameter_shares_memory_and_flows_through_functions():
     base = ng.randn(3, 2)
     p = nn.Parameter(base)
-    assert p.data is base.data
+    assert p.array is base.array
     x = ng.randn(4, 3)
     (x @ p).sum().backward()  # Function.apply accepts the subclass
     np.testing.assert_allclose(p.grad.numpy(), np.tile(x.numpy().sum(0)[:, None], (1, 2)), rtol=1e-6)
@@ -51,7 +51,7 @@ def test_parameter_deepcopy_and_pickle():
     p = nn.Parameter(ng.randn(3))
     p.sum().backward()
     q = copy.deepcopy(p)
-    assert type(q) is nn.Parameter and q.requires_grad and q.data is not p.data
+    assert type(q) is nn.Parameter and q.requires_grad and q.array is not p.array
     assert q.grad is None and p.grad is not None  # as torch: the copy starts without a gradient
     np.testing.assert_array_equal(q.detach().numpy(), p.detach().numpy())
     r = pickle.loads(pickle.dumps(p))
@@ -192,17 +192,17 @@ def test_state_dict_keys_values_and_sharing():
     sd = net.state_dict()
     assert list(sd) == ["scale", "running", "count", "fc1.weight", "fc1.bias", "fc2.weight"]
     assert not sd["fc1.weight"].requires_grad
-    assert np.shares_memory(sd["fc1.weight"].data, net.fc1.weight.data)
+    assert np.shares_memory(sd["fc1.weight"].array, net.fc1.weight.array)
     assert net.state_dict(keep_vars=True)["fc1.weight"] is net.fc1.weight
 
 
 def test_load_state_dict_copies_in_place():
     a, b = Net(), Net()
-    w_before = b.fc1.weight.data
+    w_before = b.fc1.weight.array
     res = b.load_state_dict(a.state_dict())
     assert res.missing_keys == [] and res.unexpected_keys == []
     assert repr(res) == "<All keys matched successfully>"
-    assert b.fc1.weight.data is w_before  # in place: optimizer arenas stay valid
+    assert b.fc1.weight.array is w_before  # in place: optimizer arenas stay valid
     for (n1, t1), (n2, t2) in zip(a.state_dict().items(), b.state_dict().items()):
         assert n1 == n2
         np.testing.assert_array_equal(t1.numpy(), t2.numpy())

@@ -80,7 +80,7 @@ def test_layer_norm_defaults_and_reset():
     np.testing.assert_array_equal(m.weight.detach().numpy(), np.ones(5))
     np.testing.assert_array_equal(m.bias.detach().numpy(), np.zeros(5))
     with ng.no_grad():
-        m.weight.data[...] = 3
+        m.weight.array[...] = 3
     m.reset_parameters()
     np.testing.assert_array_equal(m.weight.detach().numpy(), np.ones(5))
     y = m(ng.tensor(randn(2, 5, seed=3).astype(np.float32)))
@@ -236,7 +236,7 @@ def test_state_dict_without_num_batches_tracked_loads_as_torch():
     t(torch.randn(5, 3))
     sd = {k: v.detach().numpy() for k, v in t.state_dict().items() if k != "num_batches_tracked"}
     m = BatchNorm1d(3)
-    m.num_batches_tracked.data.fill(7)
+    m.num_batches_tracked.array.fill(7)
     res = m.load_state_dict(sd)  # strict: no missing key, as torch
     assert list(res.missing_keys) == [] and list(res.unexpected_keys) == []
     assert int(m.num_batches_tracked.item()) == 7

@@ -149,7 +149,7 @@ def test_state_dict_keys_and_clones():
     assert len({id(w) for w in ws}) == 4  # deep copies: no shared parameters
     for w in ws[1:]:
         np.testing.assert_array_equal(w.detach().numpy(), ws[0].detach().numpy())
-    enc.layers[0].linear1.weight.data[...] = 0
+    enc.layers[0].linear1.weight.array[...] = 0
     assert np.abs(enc.layers[1].linear1.weight.detach().numpy()).sum() > 0
     dec = TransformerDecoderLayer(D, NH, FF, bias=False)
     assert [k for k in dec.state_dict()] == [

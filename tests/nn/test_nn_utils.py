@@ -209,7 +209,7 @@ def test_fallback_paths_match_reference():
     total, clipped = _ref_clip([g.copy() for g in gs], 0.5, 2.0)
     ps = _ng_params(gs)
     ps[0].grad = Tensor._from_array(base.copy().T)   # a transposed view
-    assert not ps[0].grad.data.flags.c_contiguous
+    assert not ps[0].grad.array.flags.c_contiguous
     np.testing.assert_allclose(clip_grad_norm_(ps, 0.5).item(), total, rtol=2e-6)
     for p, c in zip(ps, clipped):
         np.testing.assert_allclose(p.grad.numpy(), c, rtol=2e-6)
@@ -240,7 +240,7 @@ def test_arena_gradients_run_as_one_span():
     opt.step()
     opt.zero_grad(set_to_none=False)
     model(x).sum().backward()
-    gs = [p.grad.data for p in model.parameters()]
+    gs = [p.grad.array for p in model.parameters()]
     ptrs, offs, _ = kclip._table(gs)
     assert ptrs.size == 1 and offs[-1] == sum(g.size for g in gs)
     assert kclip._table(gs)[0] is ptrs          # cached
@@ -300,7 +300,7 @@ def test_parameters_to_vector_and_back_match_torch():
     torch.nn.utils.vector_to_parameters(torch.tensor(new.copy()), ts)
     for p, t in zip(ps, ts):
         np.testing.assert_array_equal(p.detach().numpy(), t.detach().numpy())
-    nv.data[0] = -7.0                                   # shares memory with the vector, as torch
+    nv.array[0] = -7.0                                   # shares memory with the vector, as torch
     assert ps[0].detach().numpy().reshape(-1)[0] == -7.0
     with pytest.raises(TypeError, match="expected Tensor"):
         vector_to_parameters([1.0], ps)

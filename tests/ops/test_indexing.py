@@ -37,14 +37,14 @@ def test_getitem_basic(idx):
 def test_getitem_basic_is_view():
     x = ng.tensor(np.arange(12.0).reshape(3, 4))
     v = x[1, 1:3]
-    assert v._base is x and np.shares_memory(v.data, x.data)
+    assert v._base is x and np.shares_memory(v.array, x.array)
     s = x[2, 3]  # 0-d result is still a view, not a NumPy scalar
-    assert s.shape == () and isinstance(s.data, np.ndarray) and np.shares_memory(s.data, x.data)
+    assert s.shape == () and isinstance(s.array, np.ndarray) and np.shares_memory(s.array, x.array)
     v2 = v[0]
     assert v2._base is x
     before = x._version_value
     v.fill_(-1.0)
-    assert x._version_value == before + 1 and x.data[1, 1] == -1 and x.data[1, 2] == -1
+    assert x._version_value == before + 1 and x.array[1, 1] == -1 and x.array[1, 2] == -1
 
 
 ADVANCED = [
@@ -78,9 +78,9 @@ def test_getitem_full_mask_and_3d_mixed():
 
 def test_getitem_tensor_and_list_indices():
     x = ng.tensor(np.arange(12.0).reshape(3, 4), requires_grad=True)
-    np.testing.assert_array_equal(x[ng.tensor([2, 2, 0])].detach().numpy(), x.data[[2, 2, 0]])
-    np.testing.assert_array_equal(x[[2, 0], [1, 1]].detach().numpy(), x.data[[2, 0], [1, 1]])
-    np.testing.assert_array_equal(x[ng.tensor([True, False, True])].detach().numpy(), x.data[[0, 2]])
+    np.testing.assert_array_equal(x[ng.tensor([2, 2, 0])].detach().numpy(), x.array[[2, 2, 0]])
+    np.testing.assert_array_equal(x[[2, 0], [1, 1]].detach().numpy(), x.array[[2, 0], [1, 1]])
+    np.testing.assert_array_equal(x[ng.tensor([True, False, True])].detach().numpy(), x.array[[0, 2]])
     y = x[ng.tensor(1)]  # a 0-d integer tensor indexes like an int (a view)
     assert y.shape == (4,) and y._base is x
     x[ng.tensor([0, 0, 0]), ng.tensor([1, 1, 3])].sum().backward()
@@ -133,7 +133,7 @@ def test_setitem_inplace_no_grad():
     x[1] = 2.0
     x[:, 0] = ng.tensor([1.0, 2.0, 3.0])
     x[ng.tensor([0, 2]), 3] = -1.0
-    x[x.data > 2.5] = 9.0
+    x[x.array > 2.5] = 9.0
     expected = np.zeros((3, 4), np.float32)
     expected[1] = 2
     expected[:, 0] = [1, 2, 3]
@@ -143,7 +143,7 @@ def test_setitem_inplace_no_grad():
     assert x._version_value == base_version + 4
     row = x[0]
     row[1:3] = 5.0  # writes through a view into the base
-    assert x.data[0, 1] == 5.0 and x.data[0, 2] == 5.0
+    assert x.array[0, 1] == 5.0 and x.array[0, 2] == 5.0
 
 
 @pytest.mark.parametrize("idx,vshape", [
@@ -203,7 +203,7 @@ def test_setitem_leaf_requires_grad_raises():
         x[0] = 2.0
     with ng.no_grad():
         x[0] = 2.0  # allowed: optimizers do this
-    assert x.data[0] == 2.0
+    assert x.array[0] == 2.0
 
 
 def test_setitem_saved_tensor_check():
@@ -555,7 +555,7 @@ def test_embedding_large_and_errors():
     w = ng.tensor(randn(1000, 80, seed=35), requires_grad=True)
     idx = np.random.default_rng(2).integers(0, 1000, (40, 30))
     out = ng.embedding(ng.tensor(idx), w)  # 96k elements: the prange twins
-    np.testing.assert_array_equal(out.detach().numpy(), w.data[idx])
+    np.testing.assert_array_equal(out.detach().numpy(), w.array[idx])
     g = randn(40, 30, 80, seed=36)
     out.backward(ng.tensor(g))
     expected = np.zeros((1000, 80))
@@ -621,8 +621,8 @@ def test_inplace_direct(name, fn, tfn):
     view = base.t()
     view.copy_(ng.tensor(x0))
     v0 = base._version_value
-    buf = view.data
-    assert fn(view, ng.tensor(s0)) is view and view.data is buf
+    buf = view.array
+    assert fn(view, ng.tensor(s0)) is view and view.array is buf
     assert base._version_value == v0 + 1
     if torch is not None:
         expected = tfn(torch.tensor(x0), torch.tensor(s0)).numpy()

@@ -200,7 +200,7 @@ def check_state_dict_round_trip(make, dtype=np.float64, steps=20, split=10, skip
     sd = copy.deepcopy(a.state_dict())
     b = make(Q)
     for p, q in zip(P, Q):
-        q.data[...] = p.data
+        q.array[...] = p.array
     b.load_state_dict(sd)
     train(a, P, grads, range(split, steps))
     train(b, Q, grads, range(split, steps))
@@ -247,7 +247,7 @@ def check_load_torch_state(ng_cls, t_cls, kw, dtype, torch, steps=12, split=6, s
         set_grads(P, T, grads[k], (skips or {}).get(k, ()), torch=torch)
         o2.step()
     for p, t in zip(P, T):
-        p.data[...] = t.detach().numpy()
+        p.array[...] = t.detach().numpy()
     o1 = ng_cls(P, **kw)
     o1.load_state_dict(o2.state_dict())
     for k in range(split, steps):

@@ -229,7 +229,7 @@ def test_load_torch_optimizer_state_then_continue_like_torch(name, dtype):
 
 
 def test_nadam_mu_product_survives_an_arena_rebuild():
-    """Rebinding ``p.data`` rebuilds the arena; the per-parameter mu products, kept
+    """Rebinding ``p.array`` rebuilds the arena; the per-parameter mu products, kept
     outside it, carry over (and stay shared with ``state[p]``)."""
     P, _, grads = optimkit.setup(np.float64, steps=10)
     Q = [nn.Parameter(ng.tensor(p.detach().numpy().copy())) for p in P]
@@ -237,7 +237,7 @@ def test_nadam_mu_product_survives_an_arena_rebuild():
     optimkit.train(a, P, grads, range(4), skip=(1,))
     optimkit.train(b, Q, grads, range(4), skip=(1,))
     for q in Q:
-        q.data = q.data.copy()
+        q.array = q.array.copy()
     optimkit.train(a, P, grads, range(4, 10))
     optimkit.train(b, Q, grads, range(4, 10))
     for p, q in zip(P, Q):
@@ -277,7 +277,7 @@ def test_parameters_live_in_one_flat_arena(name):
     o = NG[name](model.parameters(), lr=1e-2)
     model(ng.randn(5, 4)).sum().backward()
     o.step()
-    assert len({id(p.data.base) for p in model.parameters()}) == 1
+    assert len({id(p.array.base) for p in model.parameters()}) == 1
     st = o.state[model[0].weight]
     keys = {"adamax": ["step", "exp_avg", "exp_inf"], "radam": ["step", "exp_avg", "exp_avg_sq"],
             "nadam": ["step", "mu_product", "exp_avg", "exp_avg_sq"]}[name]

@@ -210,7 +210,7 @@ def test_small_autograd_model_matches_torch():
         m2 = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1)).double()
         for p1, p2 in zip(m1.parameters(), m2.parameters()):
             a = 0.5 * rng.standard_normal(p1.shape)
-            p1.data = a.copy()
+            p1.array = a.copy()
             p2.data = torch.tensor(a.copy())
         o1, o2 = LBFGS(m1.parameters(), **kw), torch.optim.LBFGS(m2.parameters(), **kw)
         X1, Y1, X2, Y2 = ng.tensor(X), ng.tensor(Y), torch.tensor(X), torch.tensor(Y)
@@ -315,7 +315,7 @@ def test_loads_a_torch_state_and_continues(kw):
     for _ in range(2):
         o2.step(c2)
     for p, t in zip(P, T):
-        p.data[...] = t.detach().numpy()
+        p.array[...] = t.detach().numpy()
     o1 = LBFGS(P, **dict(kw, history_size=1))
     o1.load_state_dict(o2.state_dict())
     assert o1.param_groups[0]["history_size"] == 4

@@ -180,19 +180,19 @@ def test_parameters_live_in_one_flat_arena():
     model(ng.randn(5, 4)).sum().backward()
     fresh = [p.grad for p in model.parameters()]
     o.step()
-    bases = {id(p.data.base) for p in model.parameters()}
+    bases = {id(p.array.base) for p in model.parameters()}
     assert len(bases) == 1  # every parameter is a view of the same buffer
     (bucket,) = o._arenas[id(o.param_groups[0])].buckets
-    assert all(p.data.base is bucket.param for p in model.parameters())
+    assert all(p.array.base is bucket.param for p in model.parameters())
     # fresh gradients are read where backward left them: not copied into the arena
     assert all(p.grad is g for p, g in zip(model.parameters(), fresh))
-    assert not any(np.shares_memory(p.grad.data, bucket.grad) for p in model.parameters())
-    assert all(bucket.gsrc[2 * i] == p.grad.data.ctypes.data for i, p in enumerate(model.parameters()))
+    assert not any(np.shares_memory(p.grad.array, bucket.grad) for p in model.parameters())
+    assert all(bucket.gsrc[2 * i] == p.grad.array.ctypes.data for i, p in enumerate(model.parameters()))
     st = o.state[model[0].weight]
     assert st["exp_avg"].shape == (8, 4) and st["step"].item() == 1.0
     # set_to_none=False zeroes those arrays in place and the engine accumulates into them
     o.zero_grad(set_to_none=False)
-    assert all(p.grad is g and not p.grad.data.any() for p, g in zip(model.parameters(), fresh))
+    assert all(p.grad is g and not p.grad.array.any() for p, g in zip(model.parameters(), fresh))
     model(ng.randn(5, 4)).sum().backward()
     assert all(p.grad is g for p, g in zip(model.parameters(), fresh))
     o.step()
@@ -202,8 +202,8 @@ def test_parameters_live_in_one_flat_arena():
     w = model[0].weight
     w.grad = ng.tensor(np.ones((8, 4)))  # float64 for a float32 parameter
     o.step()
-    assert w.grad.data.base is bucket.grad and w.grad.dtype == np.float32 and bucket.gsrc[0] == 0
-    assert (w.grad.data == 1).all()
+    assert w.grad.array.base is bucket.grad and w.grad.dtype == np.float32 and bucket.gsrc[0] == 0
+    assert (w.grad.array == 1).all()
     o.zero_grad()
     assert all(p.grad is None for p in model.parameters())
 
@@ -217,7 +217,7 @@ def test_arena_survives_dtype_change_and_rebinding():
     rng = np.random.default_rng(0)
     for k in range(8):
         if k == 3:
-            model.double()  # rebinding p.data: the optimizer rebuilds its arena, carrying state over
+            model.double()  # rebinding p.array: the optimizer rebuilds its arena, carrying state over
         x = rng.standard_normal((4, 3))
         dt = model.weight.dtype
         model.zero_grad()

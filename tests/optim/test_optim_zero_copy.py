@@ -113,7 +113,7 @@ def test_fresh_gradients_are_read_in_place_bit_for_bit(name, dtype):
     _assert_same_bits(got, ref)
     (b,) = _buckets(o)
     assert np.isnan(b.grad).all()  # the arena's gradient slots were never written
-    assert all(b.gsrc[2 * i] == p.grad.data.ctypes.data for i, p in enumerate(P))
+    assert all(b.gsrc[2 * i] == p.grad.array.ctypes.data for i, p in enumerate(P))
     assert list(b.gsrc[1::2]) == list(np.cumsum([0] + [int(np.prod(s)) for s in SHAPES[:-1]]))
 
 
@@ -158,7 +158,7 @@ def test_non_contiguous_and_other_dtype_gradients_are_copied(name):
                  Tensor._from_array(np.asfortranarray(g[2])),                    # F-ordered
                  Tensor._from_array(np.repeat(g[3], 2, axis=1)[:, ::2]),         # strided view
                  Tensor._from_array(g[4].astype(np.float64))]                    # other dtype
-        assert not given[2].data.flags.c_contiguous and not given[3].data.flags.c_contiguous
+        assert not given[2].array.flags.c_contiguous and not given[3].array.flags.c_contiguous
         for p, t in zip(P, given):
             p.grad = t
         o.step()
@@ -166,8 +166,8 @@ def test_non_contiguous_and_other_dtype_gradients_are_copied(name):
         assert list(b.gsrc[::2] != 0) == [False, True, False, False, False]
         assert P[1].grad is given[1]
         for i in (0, 2, 3, 4):  # copied: p.grad is now the arena slot, with the values given
-            assert P[i].grad is not given[i] and P[i].grad.data is b.gviews[i]
-            np.testing.assert_array_equal(P[i].grad.data, g[i])
+            assert P[i].grad is not given[i] and P[i].grad.array is b.gviews[i]
+            np.testing.assert_array_equal(P[i].grad.array, g[i])
     _assert_same_bits(_values(P), ref)
 
 
@@ -194,13 +194,13 @@ def test_gradients_replaced_or_changed_between_steps_are_read_from_where_they_ar
         p.grad = ng.tensor(g)
     o.step()
     assert (b.gsrc[::2] != first[::2]).all()
-    assert all(b.gsrc[2 * i] == p.grad.data.ctypes.data for i, p in enumerate(P))
+    assert all(b.gsrc[2 * i] == p.grad.array.ctypes.data for i, p in enumerate(P))
     # step 3: one gradient must be copied (F-ordered): that one lands in its slot...
     for p, g in zip(P, grads[3]):
         p.grad = ng.tensor(g)
     P[2].grad = Tensor._from_array(np.asfortranarray(grads[3][2]))
     o.step()
-    assert b.gsrc[4] == 0 and P[2].grad.data is b.gviews[2]
+    assert b.gsrc[4] == 0 and P[2].grad.array is b.gviews[2]
     # step 4: ...and a fresh array replaces the slot again; step 5: the slot is given back
     for p, g in zip(P, grads[4]):
         p.grad = ng.tensor(g)
@@ -242,7 +242,7 @@ def test_zero_grad_keeping_arrays_then_accumulating(first):
             p2.grad = ng.zeros(p2.shape, dtype=p2.dtype)
         o1.step()
         o2.step()
-        assert all(p.grad.data is v for p, v in zip(m1.parameters(), _buckets(o1)[0].gviews))
+        assert all(p.grad.array is v for p, v in zip(m1.parameters(), _buckets(o1)[0].gviews))
     held = None
     for _ in range(4):
         o1.zero_grad(set_to_none=False)

@@ -38,10 +38,10 @@ def _perturb(m, t, seed):
             if k.endswith("running_var"):
                 d = np.abs(d)   # stays a variance
             if a.dtype.kind == "f":
-                a.data[...] += d.astype(a.dtype)
+                a.array[...] += d.astype(a.dtype)
                 b.add_(torch.tensor(d.astype(a.dtype)))
             else:
-                a.data[...] += 3
+                a.array[...] += 3
                 b.add_(3)
 
 
@@ -126,7 +126,7 @@ def test_swa_is_the_mean_and_ema_the_closed_form():
     em = AveragedModel(m, multi_avg_fn=get_ema_multi_avg_fn(0.7))
     for k in range(4):
         with ng.no_grad():
-            m.weight.data[...] = np.full((2, 3), float(k * k), np.float32)
+            m.weight.array[...] = np.full((2, 3), float(k * k), np.float32)
         snaps.append(m.weight.detach().numpy().copy())
         am.update_parameters(m)
         em.update_parameters(m)

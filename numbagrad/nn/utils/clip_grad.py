@@ -89,7 +89,7 @@ def _numpy_norm(arrays, be, p):
 def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=None):
     """The ``norm_type`` norm of the norms of ``tensors`` (usually gradients), as if they were
     concatenated into one vector; a 0-d tensor (``torch.nn.utils.get_total_norm``)."""
-    arrays = [t.data if isinstance(t, Tensor) else t for t in _as_list(tensors)]
+    arrays = [t.array if isinstance(t, Tensor) else t for t in _as_list(tensors)]
     norm_type = float(norm_type)
     if not arrays:
         return Tensor._from_array(np.zeros((), np.float32))
@@ -135,8 +135,8 @@ def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
     if not grads:
         return
     max_norm = float(max_norm)
-    tn = total_norm.data if isinstance(total_norm, Tensor) else np.asarray(total_norm)
-    groups, bes = _group([g.data for g in grads])
+    tn = total_norm.array if isinstance(total_norm, Tensor) else np.asarray(total_norm)
+    groups, bes = _group([g.array for g in grads])
     for (t, dt, fused), arrs in groups.items():
         be = bes[t]
         tot = tn.reshape(1)
@@ -186,7 +186,7 @@ def clip_grad_value_(parameters, clip_value, foreach=None):
     grads = [p.grad for p in _as_list(parameters) if p.grad is not None]
     if not grads:
         return
-    groups, bes = _group([g.data for g in grads])
+    groups, bes = _group([g.array for g in grads])
     for (t, dt, fused), arrs in groups.items():
         be = bes[t]
         if fused:

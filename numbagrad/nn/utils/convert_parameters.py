@@ -28,7 +28,7 @@ def parameters_to_vector(parameters):
 
 
 def vector_to_parameters(vec, parameters):
-    """Slice the 1-D tensor ``vec`` into the parameters, in order: each ``p.data`` becomes a
+    """Slice the 1-D tensor ``vec`` into the parameters, in order: each ``p.array`` becomes a
     view of its slice of ``vec`` (shares memory with it, as in PyTorch; not recorded by
     autograd)."""
     if not isinstance(vec, Tensor):
@@ -45,5 +45,5 @@ def vector_to_parameters(vec, parameters):
     for p in params:
         device = _check_same_device(p, device)
         n = p.numel()
-        p.data = vec.data[pointer:pointer + n].reshape(p.shape)
+        p.array = vec.array[pointer:pointer + n].reshape(p.shape)
         pointer += n

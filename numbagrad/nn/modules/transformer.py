@@ -1,0 +1,5 @@
+"""``torch.nn.modules.transformer``: numbagrad.nn's classes at PyTorch's path (see :mod:`._mirror`)."""
+from ._mirror import mirror
+
+__all__ = mirror(globals(), "Transformer TransformerEncoder TransformerDecoder TransformerEncoderLayer "
+                            "TransformerDecoderLayer")

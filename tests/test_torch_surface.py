@@ -1,0 +1,162 @@
+"""Small pieces of PyTorch's surface that real programs hit (issue 14's table): ``tril`` /
+``triu``, ``randint(high, size)``, ``where`` with two Python scalars, ``f"{loss:.4f}"``,
+the ``new_*`` constructors, the device-kind properties and ``numbagrad.cuda``'s seed
+functions. Checked against NumPy, and against torch where it is installed."""
+import numpy as np
+import pytest
+
+import numbagrad as ng
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (3, 5), (2, 5, 3)])
+@pytest.mark.parametrize("diagonal", [0, 1, -1, 7, -7])
+@pytest.mark.parametrize("name", ["tril", "triu"])
+def test_triangles_match_numpy_and_pass_gradients_inside(name, diagonal, shape):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(shape)
+    a[..., 0, -1] = np.inf      # outside either triangle for small diagonals: still an exact 0
+    x = ng.tensor(a, requires_grad=True)
+    y = getattr(ng, name)(x, diagonal)
+    ref = getattr(np, name)(a, diagonal)
+    np.testing.assert_array_equal(y.detach().numpy(), ref)
+    np.testing.assert_array_equal(getattr(x, name)(diagonal=diagonal).detach().numpy(), ref)
+    g = rng.standard_normal(shape)
+    y.backward(ng.tensor(g))
+    np.testing.assert_array_equal(x.grad.numpy(), getattr(np, name)(g, diagonal))
+    if torch is not None:
+        np.testing.assert_array_equal(y.detach().numpy(), getattr(torch, name)(torch.tensor(a), diagonal).numpy())
+
+
+def test_triangles_reject_bad_input():
+    with pytest.raises(RuntimeError, match="tril: input tensor must have at least 2 dimensions"):
+        ng.tril(ng.ones(3))
+    with pytest.raises(TypeError, match="triu: diagonal must be an int"):
+        ng.triu(ng.ones(2, 2), 0.5)
+
+
+def test_randint_with_high_and_size_only():
+    ng.manual_seed(3)
+    a = ng.randint(10, (200,))
+    assert a.shape == (200,) and a.dtype == np.int64
+    v = a.numpy()
+    assert v.min() >= 0 and v.max() < 10 and len(np.unique(v)) == 10
+    ng.manual_seed(3)
+    np.testing.assert_array_equal(ng.randint(0, 10, (200,)).numpy(), v)  # the same draw as (0, 10, size)
+
+
+def test_where_with_two_python_scalars():
+    c = ng.tensor([True, False, True])
+    for a, b, dtype in [(1.0, 0.0, np.float32), (1, 0, np.int64), (True, False, np.bool_), (2, 0.5, np.float32)]:
+        out = ng.where(c, a, b)
+        assert out.dtype == dtype
+        np.testing.assert_array_equal(out.numpy(), np.where([True, False, True], a, b).astype(dtype))
+        if torch is not None:
+            assert str(torch.where(torch.tensor([True, False, True]), a, b).dtype) == f"torch.{np.dtype(dtype)}"
+
+
+def test_format_of_a_scalar_tensor():
+    loss = ng.tensor(0.123456)
+    assert f"{loss:.4f}" == "0.1235" and f"{ng.tensor(7):>3d}" == "  7" and f"{loss}" == str(loss.item())
+    with pytest.raises(TypeError):
+        f"{ng.ones(2):.2f}"
+    if torch is not None:
+        assert f"{torch.tensor(0.123456):.4f}" == f"{loss:.4f}"
+
+
+def test_new_constructors_take_dtype_and_device_from_self():
+    x = ng.ones(2, dtype=ng.float64)
+    for t, want in [(x.new_zeros(2, 3), np.zeros((2, 3))), (x.new_zeros((2, 3)), np.zeros((2, 3))),
+                    (x.new_ones(4), np.ones(4)), (x.new_full((2,), 7.0), np.full(2, 7.0)),
+                    (x.new_tensor([1, 2]), np.array([1.0, 2.0]))]:
+        assert t.dtype == np.float64 and t.device == x.device and not t.requires_grad
+        np.testing.assert_array_equal(t.numpy(), want)
+    e = x.new_empty(3, dtype=ng.int32, requires_grad=False)
+    assert e.shape == (3,) and e.dtype == np.int32
+    assert x.new_zeros(2, requires_grad=True).requires_grad
+    src = ng.tensor([1.0, 2.0], requires_grad=True)
+    c = x.new_tensor(src)
+    assert c.is_leaf and not c.requires_grad and not np.shares_memory(c.array, src.array)
+
+
+def test_device_kind_properties():
+    x = ng.ones(2)
+    assert x.is_cpu and not x.is_cuda and not x.is_xpu and not x.is_mps and not x.is_meta
+
+
+def test_cuda_seed_functions_are_harmless_without_a_gpu():
+    ng.manual_seed(5)
+    a = ng.rand(3).numpy()
+    ng.manual_seed(5)
+    ng.cuda.manual_seed(123)
+    ng.cuda.manual_seed_all(123)
+    b = ng.rand(3).numpy()
+    if not ng.cuda.is_available():
+        np.testing.assert_array_equal(a, b)  # the CPU generator was not touched
+
+
+def _np_pixel_shuffle(a, r):
+    *b, c, h, w = a.shape
+    x = a.reshape(*b, c // (r * r), r, r, h, w)
+    n = len(b)
+    x = x.transpose(*range(n), n, n + 3, n + 1, n + 4, n + 2)
+    return x.reshape(*b, c // (r * r), h * r, w * r)
+
+
+@pytest.mark.parametrize("shape,r", [((2, 8, 3, 5), 2), ((9, 2, 2), 3), ((1, 2, 4, 1, 1), 1), ((2, 1, 12, 3, 2), 2)])
+def test_pixel_shuffle_and_unshuffle(shape, r):
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal(shape)
+    x = ng.tensor(a, requires_grad=True)
+    y = ng.nn.functional.pixel_shuffle(x, r)
+    want = _np_pixel_shuffle(a, r)
+    np.testing.assert_array_equal(y.detach().numpy(), want)
+    np.testing.assert_array_equal(ng.nn.PixelShuffle(r)(x).detach().numpy(), want)
+    back = ng.nn.PixelUnshuffle(r)(y)
+    np.testing.assert_array_equal(back.detach().numpy(), a)
+    g = rng.standard_normal(want.shape)
+    y.backward(ng.tensor(g))  # a permutation: the gradient is the upstream one shuffled back
+    np.testing.assert_array_equal(_np_pixel_shuffle(x.grad.numpy(), r), g)
+    if torch is not None:
+        np.testing.assert_array_equal(torch.nn.functional.pixel_shuffle(torch.tensor(a), r).numpy(), want)
+        np.testing.assert_array_equal(torch.nn.functional.pixel_unshuffle(torch.tensor(want), r).numpy(), a)
+
+
+def test_pixel_shuffle_rejects_bad_shapes():
+    with pytest.raises(RuntimeError, match=r"pixel_shuffle: the channels \(6, shape \(1, 6, 2, 2\)\)"):
+        ng.nn.functional.pixel_shuffle(ng.ones(1, 6, 2, 2), 2)
+    with pytest.raises(RuntimeError, match="pixel_unshuffle: height and width"):
+        ng.nn.functional.pixel_unshuffle(ng.ones(1, 1, 3, 4), 2)
+    with pytest.raises(RuntimeError, match="positive int"):
+        ng.nn.PixelShuffle(0)(ng.ones(1, 4, 2, 2))
+    with pytest.raises(RuntimeError, match="at least 3 dimensions"):
+        ng.nn.functional.pixel_shuffle(ng.ones(4, 2), 2)
+
+
+def test_indexing_with_a_range():
+    a = np.arange(20.0).reshape(4, 5)
+    x = ng.tensor(a, requires_grad=True)
+    idx = np.array([4, 0, 2, 2])
+    y = x[range(4), ng.tensor(idx)]
+    np.testing.assert_array_equal(y.detach().numpy(), a[range(4), idx])
+    y.sum().backward()
+    want = np.zeros_like(a)
+    want[np.arange(4), idx] = 1
+    np.testing.assert_array_equal(x.grad.numpy(), want)
+    assert x[range(0)].shape == (0, 5) and x.detach()[range(1, 4, 2)].shape == (2, 5)
+
+
+def test_from_numpy_of_a_memmap_shares_memory_as_a_plain_array(tmp_path):
+    mm = np.memmap(tmp_path / "x.bin", dtype=np.float32, mode="w+", shape=(3, 4))
+    mm[:] = np.arange(12, dtype=np.float32).reshape(3, 4)
+    t = ng.from_numpy(mm)
+    assert type(t.array) is np.ndarray and np.shares_memory(t.array, mm)
+    np.testing.assert_array_equal((t * 2).sum(1).numpy(), np.arange(12.0).reshape(3, 4).sum(1) * 2)
+    mm[0, 0] = 100.0                       # the same memory, both ways
+    assert t[0, 0].item() == 100.0
+    t[1, 1] = -1.0
+    assert mm[1, 1] == -1.0
