@@ -17,8 +17,9 @@ from ._dtype import float as float  # noqa: F401  (ng.float is float32, as torch
 from ._dtype import int as int  # noqa: F401
 from ._dtype import bool_ as bool  # noqa: F401
 from .device import device  # noqa: F401
+from numpy import dtype  # noqa: F401,E402  (numbagrad's dtypes are NumPy dtypes: isinstance(ng.float32, ng.dtype))
 from .backend import cpu as _cpu_backend  # noqa: F401  (registers the CPU backend)
-from .tensor import Tensor, _install_operators
+from .tensor import Tensor, Size, _install_operators, is_tensor, numel  # noqa: F401
 from . import autograd  # noqa: F401
 from .autograd import no_grad, enable_grad, set_grad_enabled, inference_mode, is_grad_enabled  # noqa: F401
 from .random import manual_seed, seed, initial_seed, get_rng_state, set_rng_state, Generator  # noqa: F401

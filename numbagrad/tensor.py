@@ -31,6 +31,33 @@ def _as_array(x, dtype=None):
     return a
 
 
+class Size(tuple):
+    """PyTorch's ``torch.Size``: a tuple of dimension sizes (``Tensor.shape`` itself is a
+    plain tuple, which compares equal)."""
+
+    def __new__(cls, sizes=()):
+        return super().__new__(cls, (int(s) for s in sizes))
+
+    def numel(self):
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+    def __repr__(self):
+        return f"numbagrad.Size({list(self)})"
+
+
+def is_tensor(obj):
+    """True when ``obj`` is a numbagrad Tensor (``torch.is_tensor``)."""
+    return isinstance(obj, Tensor)
+
+
+def numel(input):
+    """The number of elements of ``input`` (``torch.numel``)."""
+    return input.numel()
+
+
 class _Version:
     """A version counter shared by a tensor and its views; in-place ops bump it."""
     __slots__ = ("value",)
@@ -135,6 +162,42 @@ class Tensor:
         if self.array.ndim == 0:
             return format(self.item(), spec)
         return object.__format__(self, spec)
+
+    def type_as(self, other):
+        """This tensor in ``other``'s dtype (differentiable between floating dtypes)."""
+        return self.to(other.dtype)
+
+    def clamp_(self, min=None, max=None):
+        """In-place :meth:`clamp`."""
+        from . import ops
+        return self._inplace_result("clamp_", ops.clamp(self, min, max))
+
+    clip_ = clamp_
+
+    def normal_(self, mean=0.0, std=1.0, generator=None):
+        """Fill with normal samples in place (``nn.init.normal_``)."""
+        from .nn import init
+        return init.normal_(self, mean, std, generator=generator)
+
+    def uniform_(self, a=0.0, b=1.0, generator=None):
+        """Fill with uniform samples from ``[a, b)`` in place (``nn.init.uniform_``)."""
+        from .nn import init
+        return init.uniform_(self, a, b, generator=generator)
+
+    def apply_(self, callable):
+        """Replace every element ``x`` by ``callable(x)`` in place, in Python (slow, CPU only,
+        as in PyTorch). Not tracked by autograd."""
+        if self.device.type != "cpu":
+            raise TypeError(f"apply_ is only implemented on CPU tensors, got a tensor on {self.device}")
+        if self.requires_grad:
+            raise RuntimeError("apply_: a tensor that requires grad cannot be changed in Python; use .data.apply_")
+        flat = self.array.reshape(-1)  # a view: the tensor is written in place
+        if not np.shares_memory(flat, self.array):
+            raise RuntimeError("apply_: the tensor is not contiguous")
+        for i in range(flat.size):
+            flat[i] = callable(flat[i].item())
+        self._bump_version()
+        return self
 
     # ---- new tensors like this one (PyTorch's ``new_*``: same dtype and device) ------------
     def _new(self, make, size, dtype, device, requires_grad):

@@ -160,3 +160,145 @@ def test_from_numpy_of_a_memmap_shares_memory_as_a_plain_array(tmp_path):
     assert t[0, 0].item() == 100.0
     t[1, 1] = -1.0
     assert mm[1, 1] == -1.0
+
+
+def test_size_is_tensor_and_dtype():
+    s = ng.Size([2, 3, 4])
+    assert s == (2, 3, 4) == ng.ones(2, 3, 4).shape and s.numel() == 24 and isinstance(s, tuple)
+    assert ng.Size() == () and ng.Size().numel() == 1 and repr(s) == "numbagrad.Size([2, 3, 4])"
+    assert ng.is_tensor(ng.ones(1)) and ng.is_tensor(ng.nn.Parameter(ng.ones(1))) and not ng.is_tensor(np.ones(1))
+    assert isinstance(ng.float32, ng.dtype) and isinstance(ng.ones(1).dtype, ng.dtype)
+    if torch is not None:
+        assert torch.Size([2, 3, 4]).numel() == s.numel()
+
+
+def test_in_place_fills_and_casts():
+    a = np.array([[-3.0, 0.5, 7.0]], np.float32)
+    x = ng.tensor(a.copy())
+    v = x._version_value
+    assert x.clamp_(-1, 2) is x and x._version_value > v
+    np.testing.assert_array_equal(x.numpy(), np.clip(a, -1, 2))
+    assert x.type_as(ng.zeros(1, dtype=ng.float64)).dtype == np.float64
+    ng.manual_seed(0)
+    n = ng.zeros(20000).normal_(2.0, 0.5).numpy()
+    assert abs(n.mean() - 2.0) < 5 * 0.5 / np.sqrt(n.size) and abs(n.std() - 0.5) < 0.01
+    u = ng.zeros(20000).uniform_(1.0, 3.0).numpy()
+    assert u.min() >= 1.0 and u.max() < 3.0 and abs(u.mean() - 2.0) < 5 * (2 / np.sqrt(12)) / np.sqrt(u.size)
+    t = ng.tensor(np.arange(6.0).reshape(2, 3))
+    assert t.apply_(lambda e: e * e + 1) is t
+    np.testing.assert_array_equal(t.numpy(), np.arange(6.0).reshape(2, 3) ** 2 + 1)
+    with pytest.raises(RuntimeError, match="apply_"):
+        ng.ones(2, requires_grad=True).apply_(abs)
+
+
+@pytest.mark.parametrize("p,dim", [(2.0, 1), (1, 0), (3.0, -1)])
+def test_normalize_matches_numpy_and_torch(p, dim):
+    a = np.random.default_rng(2).standard_normal((4, 5))
+    a[1] = 0.0                                    # an all-zero row: divided by eps, stays 0
+    got = ng.nn.functional.normalize(ng.tensor(a), p=p, dim=dim).numpy()
+    n = np.sum(np.abs(a) ** p, axis=dim, keepdims=True) ** (1 / p)
+    np.testing.assert_allclose(got, a / np.maximum(n, 1e-12), rtol=1e-12)
+    if torch is not None:
+        np.testing.assert_allclose(got, torch.nn.functional.normalize(torch.tensor(a), p=p, dim=dim).numpy(),
+                                   rtol=1e-12)
+    x = ng.tensor(a[[0, 2, 3]] if dim != 0 else a + 1.0, requires_grad=True)
+    ng.autograd.gradcheck(lambda t: ng.nn.functional.normalize(t, p=p, dim=dim), (x,))
+
+
+def _np_resize(a, out, mode, align_corners):
+    """Loop reference of nearest / bilinear resizing of the last two dims."""
+    h, w = a.shape[-2:]
+    res = np.empty(a.shape[:-2] + tuple(out))
+
+    def src(o, n_in, n_out):
+        if mode == "nearest":
+            return min(int(np.floor(o * n_in / n_out)), n_in - 1), None
+        if align_corners:
+            p = o * (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+        else:
+            p = max((o + 0.5) * n_in / n_out - 0.5, 0.0)
+        i0 = min(int(np.floor(p)), n_in - 1)
+        return i0, (min(i0 + 1, n_in - 1), p - i0)
+    for i in range(out[0]):
+        y0, ly = src(i, h, out[0])
+        for j in range(out[1]):
+            x0, lx = src(j, w, out[1])
+            if mode == "nearest":
+                res[..., i, j] = a[..., y0, x0]
+            else:
+                (y1, wy), (x1, wx) = ly, lx
+                top = a[..., y0, x0] * (1 - wx) + a[..., y0, x1] * wx
+                bot = a[..., y1, x0] * (1 - wx) + a[..., y1, x1] * wx
+                res[..., i, j] = top * (1 - wy) + bot * wy
+    return res
+
+
+@pytest.mark.parametrize("mode,align", [("nearest", None), ("bilinear", False), ("bilinear", True)])
+@pytest.mark.parametrize("size", [(8, 10), (3, 2), (4, 7)])
+def test_interpolate_matches_a_loop_reference_and_torch(mode, align, size):
+    a = np.random.default_rng(4).standard_normal((2, 3, 4, 5))
+    got = ng.nn.functional.interpolate(ng.tensor(a), size=size, mode=mode, align_corners=align).numpy()
+    np.testing.assert_allclose(got, _np_resize(a, size, mode, align), rtol=1e-12, atol=1e-12)
+    up = ng.nn.Upsample(size=size, mode=mode, align_corners=align)(ng.tensor(a)).numpy()
+    np.testing.assert_array_equal(up, got)
+    if torch is not None:
+        want = torch.nn.functional.interpolate(torch.tensor(a), size=size, mode=mode, align_corners=align).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    x = ng.tensor(a[:1, :2], requires_grad=True)
+    ng.autograd.gradcheck(lambda t: ng.nn.functional.interpolate(t, size=size, mode=mode, align_corners=align), (x,))
+
+
+def test_interpolate_scale_factor_and_errors():
+    a = np.random.default_rng(5).standard_normal((1, 2, 3, 4))
+    got = ng.nn.functional.interpolate(ng.tensor(a), scale_factor=2).numpy()
+    np.testing.assert_array_equal(got, a.repeat(2, axis=2).repeat(2, axis=3))
+    one_d = ng.nn.functional.interpolate(ng.tensor(a[:, :, 0]), scale_factor=3).numpy()
+    np.testing.assert_array_equal(one_d, a[:, :, 0].repeat(3, axis=2))
+    assert ng.nn.UpsamplingBilinear2d(scale_factor=2)(ng.tensor(a)).shape == (1, 2, 6, 8)
+    with pytest.raises(ValueError, match="exactly one of size and scale_factor"):
+        ng.nn.functional.interpolate(ng.tensor(a))
+    with pytest.raises(NotImplementedError, match="mode 'bicubic'"):
+        ng.nn.functional.interpolate(ng.tensor(a), scale_factor=2, mode="bicubic")
+    with pytest.raises(ValueError, match="3-D, 4-D or 5-D"):
+        ng.nn.functional.interpolate(ng.ones(4), scale_factor=2)
+
+
+@pytest.mark.parametrize("eq,shapes", [("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]), ("bij,bjk,k", [(2, 3, 4), (2, 4, 5), (5,)]),
+                                       ("...ij,...jk", [(2, 3, 4), (2, 4, 5)]), ("ij->", [(3, 4)]),
+                                       ("bij->j", [(2, 3, 4)]), ("i,j->ij", [(3,), (4,)]), ("bhqd,bhkd->bhqk",
+                                                                                          [(1, 2, 3, 4), (1, 2, 5, 4)])])
+def test_einsum_matches_numpy_torch_and_finite_differences(eq, shapes):
+    rng = np.random.default_rng(6)
+    arrs = [rng.standard_normal(s) for s in shapes]
+    got = ng.einsum(eq, *[ng.tensor(a) for a in arrs])
+    np.testing.assert_allclose(got.numpy(), np.einsum(eq, *arrs), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(ng.einsum(eq, [ng.tensor(a) for a in arrs]).numpy(), got.numpy())  # list form
+    if torch is not None:
+        np.testing.assert_allclose(got.numpy(), torch.einsum(eq, *[torch.tensor(a) for a in arrs]).numpy(),
+                                   rtol=1e-12, atol=1e-12)
+    ts = [ng.tensor(a, requires_grad=True) for a in arrs]
+    ng.autograd.gradcheck(lambda *t: ng.einsum(eq, *t), tuple(ts))
+
+
+def test_einsum_errors_and_numel():
+    with pytest.raises(ValueError, match="has 2 operands, got 1"):
+        ng.einsum("ij,jk", ng.ones(2, 2))
+    with pytest.raises(ValueError, match="index 'j' has sizes 3 and 4"):
+        ng.einsum("ij,jk", ng.ones(2, 3), ng.ones(4, 2))
+    x = ng.ones(3, 3, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="repeated index"):
+        ng.einsum("ii->i", x).sum().backward()
+    np.testing.assert_array_equal(ng.einsum("ii->i", ng.tensor(np.arange(9.0).reshape(3, 3))).numpy(), [0, 4, 8])
+    assert ng.numel(ng.ones(2, 5)) == 10
+
+
+def test_an_endless_random_sampler_raises_instead_of_allocating():
+    from numbagrad.data import DataLoader, RandomSampler, TensorDataset
+    ds = TensorDataset(ng.arange(10))
+    s = RandomSampler(ds, replacement=True, num_samples=int(1e10))
+    assert len(s) == int(1e10)
+    with pytest.raises(NotImplementedError, match=r"num_samples=10000000000 would draw 74\.5 GiB"):
+        next(iter(DataLoader(ds, batch_size=4, sampler=s)))
+    small = RandomSampler(ds, replacement=True, num_samples=1000)
+    v = np.concatenate([b[0].numpy() for b in DataLoader(ds, batch_size=100, sampler=small)])
+    assert v.shape == (1000,) and v.min() >= 0 and v.max() <= 9 and len(np.unique(v)) == 10

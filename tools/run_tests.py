@@ -1,10 +1,10 @@
 """Run the whole test suite: the README's test command and what ``.ci/run`` calls.
 
-Five pytest processes, each a *phase*, run two at a time (``--jobs``, default: the number
+Six pytest processes, each a *phase*, run two at a time (``--jobs``, default: the number
 of cores), because none of them keeps two cores busy for long:
 
 ``cpu``
-    ``python -m pytest`` but for the PTX file: the CPU backend's unit tests, the tutorial
+    ``python -m pytest`` but for the PTX file and ``tests/programs``: the CPU backend's unit tests, the tutorial
     notebooks (nbmake) and a smoke run of ``perf/``. It fills numba's cache
     (``__pycache__``) with every CPU kernel.
 ``ptx``
@@ -20,6 +20,10 @@ of cores), because none of them keeps two cores busy for long:
     parallel twins) and the fresh-process provider checks are left out. Its numba cache is
     a directory of its own (``.numba_cache_avx2/``): code compiled for haswell must not
     replace the host's in ``__pycache__``. On a machine without AVX2 the phase is skipped.
+``programs``
+    ``python -m pytest tests/programs``: PyTorch-style training scripts run unchanged under
+    ``numbagrad.compat.install_torch_alias()`` and under real torch, in subprocesses; after
+    ``cpu``, so their numbagrad runs load the kernels ``cpu`` cached.
 ``cudasim1``, ``cudasim2``
     ``NUMBA_ENABLE_CUDASIM=1 python -m pytest tests/cuda``: the CUDA suite under numba's
     simulator, which must be switched on before numba is imported, hence its own process;
@@ -75,10 +79,12 @@ def phases():
     py = [sys.executable, "-m", "pytest"]
     ptx = "tests/test_cuda_ptx.py"
     return {
-        "cpu": (py + [f"--ignore={ptx}"], {}, None, "unit tests, notebooks, perf smoke"),
+        "cpu": (py + [f"--ignore={ptx}", "--ignore=tests/programs"], {}, None, "unit tests, notebooks, perf smoke"),
         "ptx": (py + [ptx], {}, None, "every CUDA kernel compiled to PTX"),
         "avx2": (py + ["-k", AVX2_SELECT] + AVX2_PATHS, AVX2_ENV, None,
                  "torch-parity tests with torch, MKL and numba held to AVX2"),
+        "programs": (py + ["tests/programs"], {}, "cpu",
+                     "PyTorch-style programs under the torch alias, against real torch"),
         **{f"cudasim{i}": (py + ["tests/cuda"], {"NUMBA_ENABLE_CUDASIM": "1", "NUMBAGRAD_TEST_SHARD": f"{i}/2"},
                            "cpu", f"the CUDA suite under the simulator, shard {i}/2") for i in (1, 2)},
     }

@@ -51,7 +51,16 @@ class RandomSampler(Sampler):
     def num_samples(self):
         return len(self.data_source) if self._num_samples is None else self._num_samples
 
+    # The indices of an epoch are drawn as one array; past this many (1 GiB of int64) that
+    # would exhaust memory (``num_samples=int(1e10)``, a common "endless" idiom, is 75 GiB)
+    MAX_MATERIALIZED = 1 << 27
+
     def indices(self):
+        if self.num_samples > self.MAX_MATERIALIZED:
+            raise NotImplementedError(
+                f"RandomSampler: num_samples={self.num_samples} would draw {self.num_samples * 8 / 2**30:.1f} GiB "
+                f"of indices at once; drawing them lazily is not available in numbagrad yet (it will come with "
+                f"the data pipelines). Use num_samples <= {self.MAX_MATERIALIZED} and more epochs.")
         rng = (self.generator if self.generator is not None else _random.default_generator).numpy_rng
         n = len(self.data_source)
         if self.replacement:

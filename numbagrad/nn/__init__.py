@@ -5,6 +5,7 @@ from .parameter import Parameter  # noqa: F401
 from .module import Module, RemovableHandle  # noqa: F401
 from .linear import Identity, Linear, Bilinear  # noqa: F401
 from .flatten import Flatten, Unflatten, PixelShuffle, PixelUnshuffle  # noqa: F401
+from .upsampling import Upsample, UpsamplingNearest2d, UpsamplingBilinear2d  # noqa: F401
 from .activation import *  # noqa: F401,F403
 from .sparse import Embedding, EmbeddingBag  # noqa: F401
 from .normalization import (LayerNorm, RMSNorm, GroupNorm, BatchNorm1d, BatchNorm2d, BatchNorm3d,  # noqa: F401

@@ -9,13 +9,13 @@ from .elementwise import (add, sub, mul, div, true_divide, floor_divide, remaind
                           less_equal, not_equal, logical_and, logical_or, logical_xor,
                           logical_not, isnan, isinf, isfinite, equal, allclose, isclose, lerp)
 from .reduce import (sum, mean, var, std, var_mean, std_mean, prod, max, min, amax, amin,  # noqa: F401
-                     argmax, argmin, logsumexp, norm, all, any, cumsum)
-from .matmul import matmul, mm, bmm, dot, outer, linear  # noqa: F401
+                     argmax, argmin, logsumexp, norm, normalize, all, any, cumsum)
+from .matmul import matmul, mm, bmm, dot, outer, linear, einsum  # noqa: F401
 from .shape import (cast, to_device, reshape, view, view_as, reshape_as, flatten, unflatten,  # noqa: F401
                     squeeze, unsqueeze, permute, transpose, swapaxes, t, movedim, expand,
                     expand_as, broadcast_to, broadcast_tensors, contiguous, clone, cat,
                     concatenate, concat, stack, hstack, vstack, narrow, split, chunk, unbind,
-                    pad, flip, roll, repeat, tile, pixel_shuffle, pixel_unshuffle)
+                    pad, flip, roll, repeat, tile, pixel_shuffle, pixel_unshuffle, interpolate)
 from .indexing import *  # noqa: F401,F403
 from .indexing import getitem, setitem  # noqa: F401
 from .activation import *  # noqa: F401,F403

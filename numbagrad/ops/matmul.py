@@ -133,3 +133,91 @@ def linear(input, weight, bias=None):
     if input.dtype != weight.dtype:
         raise RuntimeError(f"linear: input dtype {input.dtype} does not match weight dtype {weight.dtype}")
     return Linear.apply(input, weight, bias)
+
+
+# ---- einsum ------------------------------------------------------------------------------------
+def _einsum_specs(equation, shapes):
+    """``equation`` with every ``...`` spelled out as letters (aligned from the right, as
+    broadcasting aligns), as ``(input specs, output spec)``; the implicit output is the
+    letters used once, sorted, after the ellipsis letters."""
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    ins = lhs.split(",")
+    if len(ins) != len(shapes):
+        raise ValueError(f"einsum: the equation {equation!r} has {len(ins)} operands, got {len(shapes)} tensors")
+    free = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in eq]
+    n_ell = max((len(s) - (len(spec) - 3) for spec, s in zip(ins, shapes) if "..." in spec), default=0)
+    ell = "".join(free[:n_ell])
+    specs = []
+    for spec, s in zip(ins, shapes):
+        if "..." in spec:
+            k = len(s) - (len(spec) - 3)
+            spec = spec.replace("...", ell[n_ell - k:] if k else "")
+        if len(spec) != len(s) or not spec.isalpha():
+            raise ValueError(f"einsum: operand spec {spec!r} does not match an operand of shape {tuple(s)} "
+                             f"in {equation!r}")
+        specs.append(spec)
+    if arrow:
+        out = rhs.replace("...", ell)
+    else:
+        letters = "".join(specs)
+        out = ell + "".join(sorted(c for c in set(letters) if letters.count(c) == 1 and c not in ell))
+    sizes = {}
+    for spec, s in zip(specs, shapes):
+        for c, n in zip(spec, s):
+            if sizes.setdefault(c, n) != n:
+                raise ValueError(f"einsum: index {c!r} has sizes {sizes[c]} and {n} in {equation!r} "
+                                 f"(shapes {[tuple(x) for x in shapes]}); numbagrad does not broadcast size-1 dims here")
+    return specs, out, sizes
+
+
+class Einsum(Function):
+    """Forward and backward are NumPy's ``einsum`` (on the host for device arrays): the
+    gradient of operand ``i`` is the contraction of the output gradient with the other
+    operands onto operand ``i``'s indices, broadcast over indices only it has."""
+
+    @staticmethod
+    def forward(ctx, specs, out, sizes, *arrays):
+        be = backend_of(arrays[0])
+        host = [be.to_numpy(a) for a in arrays]
+        ctx.be, ctx.specs, ctx.out, ctx.sizes, ctx.host = be, specs, out, sizes, host
+        return be.asarray(np.asarray(np.einsum(",".join(specs) + "->" + out, *host, optimize=True)))
+
+    @staticmethod
+    def backward(ctx, g):
+        gh = ctx.be.to_numpy(g)
+        grads = []
+        for i, spec in enumerate(ctx.specs):
+            if not ctx.needs_input_grad[3 + i]:
+                grads.append(None)
+                continue
+            if len(set(spec)) != len(spec):
+                raise NotImplementedError(f"einsum: the gradient of an operand with a repeated index ({spec!r}, "
+                                          f"a diagonal) is not implemented")
+            others = [s for j, s in enumerate(ctx.specs) if j != i]
+            seen = set(ctx.out).union(*others) if others else set(ctx.out)
+            kept = "".join(c for c in spec if c in seen)
+            gi = np.einsum(",".join([ctx.out] + others) + "->" + kept, gh,
+                           *[a for j, a in enumerate(ctx.host) if j != i], optimize=True)
+            gi = np.broadcast_to(np.expand_dims(gi, [k for k, c in enumerate(spec) if c not in seen]),
+                                 [ctx.sizes[c] for c in spec])
+            grads.append(ctx.be.asarray(np.ascontiguousarray(gi, dtype=ctx.host[i].dtype)))
+        return (None, None, None, *grads)
+
+
+def einsum(equation, *operands):
+    """Einstein summation (``torch.einsum``): ``einsum("bij,bjk->bik", a, b)``; operands may
+    also come as one list. Implicit output, ``...`` and any number of operands; the gradient
+    of an operand with a repeated index (a diagonal) is not implemented."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    if not operands:
+        raise ValueError("einsum: no operands")
+    ts = [as_tensor_arg(t, "einsum") for t in operands]
+    kinds = {type(t.array) for t in ts}
+    if len(kinds) > 1:
+        raise RuntimeError(f"einsum: expected all operands on one device, got {[str(t.device) for t in ts]}")
+    dt = np.result_type(*[t.dtype for t in ts])
+    ts = [t if t.dtype == dt else t.to(dt) for t in ts]
+    specs, out, sizes = _einsum_specs(equation, [t.shape for t in ts])
+    return Einsum.apply(specs, out, sizes, *ts)

@@ -303,6 +303,14 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
     raise ValueError(f"norm: unsupported p={p!r}")
 
 
+def normalize(input, p=2.0, dim=1, eps=1e-12):
+    """``input / max(||input||_p over dim, eps)`` (``torch.nn.functional.normalize``): unit
+    vectors along ``dim``, composed of :func:`norm`, ``clamp`` and a division, so it is
+    differentiable wherever the norm is (not at an all-zero vector)."""
+    input = as_tensor_arg(input, "normalize")
+    return ew.div(input, ew.clamp(norm(input, p, dim, keepdim=True), min=eps))
+
+
 def all(input, dim=None, keepdim=False):
     input = as_tensor_arg(input, "all")
     axes = None if dim is None else norm_axis(dim, input.ndim, "all")

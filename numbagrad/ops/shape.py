@@ -488,6 +488,68 @@ def pixel_unshuffle(input, downscale_factor):
     return reshape(x, *batch, c * r * r, h // r, w // r)
 
 
+def _out_sizes(opname, input, size, scale_factor):
+    """Output spatial sizes and the source-per-destination scale of each spatial dim, as
+    PyTorch computes them (a given ``scale_factor`` is used as ``1/scale`` directly)."""
+    spatial = input.shape[2:]
+    k = len(spatial)
+    if (size is None) == (scale_factor is None):
+        raise ValueError(f"{opname}: give exactly one of size and scale_factor")
+    if size is not None:
+        out = [int(size)] * k if isinstance(size, (int, np.integer)) else [int(v) for v in size]
+        if len(out) != k:
+            raise ValueError(f"{opname}: size {size!r} does not match the {k} spatial dims of shape {tuple(input.shape)}")
+        return out, [i / o for i, o in zip(spatial, out)]
+    sf = [float(scale_factor)] * k if isinstance(scale_factor, (int, float)) else [float(v) for v in scale_factor]
+    if len(sf) != k or min(sf) <= 0:
+        raise ValueError(f"{opname}: scale_factor {scale_factor!r} must be positive, one per spatial dim of "
+                         f"shape {tuple(input.shape)}")
+    return [int(np.floor(i * f)) for i, f in zip(spatial, sf)], [1.0 / f for f in sf]
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    """Resize the spatial dims of a ``(N, C, *spatial)`` tensor
+    (``torch.nn.functional.interpolate``): ``mode='nearest'`` (1-3 spatial dims; source
+    index ``floor(dst * in/out)``) or ``'bilinear'`` (2 spatial dims; with or without
+    ``align_corners``). Built from indexing and arithmetic, so it is differentiable and runs
+    on every device."""
+    input = as_tensor_arg(input, "interpolate")
+    if input.ndim not in (3, 4, 5):
+        raise ValueError(f"interpolate: expected a 3-D, 4-D or 5-D input (N, C, *spatial), got shape "
+                         f"{tuple(input.shape)}")
+    out, scale = _out_sizes("interpolate", input, size, scale_factor)
+    if mode == "nearest":
+        if align_corners is not None:
+            raise ValueError("interpolate: align_corners only has an effect with linear modes; leave it None")
+        x = input
+        for d, (n_in, n_out, sc) in enumerate(zip(input.shape[2:], out, scale)):
+            src = np.minimum(np.floor(np.arange(n_out) * sc).astype(np.int64), n_in - 1)
+            x = x[(slice(None),) * (2 + d) + (src,)]
+        return x
+    if mode == "bilinear":
+        if input.ndim != 4:
+            raise ValueError(f"interpolate: mode 'bilinear' expects a 4-D input, got shape {tuple(input.shape)}")
+        from . import elementwise as ew
+        x = input
+        for d, (n_in, n_out, sc) in enumerate(zip(input.shape[2:], out, scale)):
+            if align_corners:
+                pos = np.arange(n_out) * ((n_in - 1) / (n_out - 1) if n_out > 1 else 0.0)
+            else:
+                pos = np.maximum((np.arange(n_out) + 0.5) * sc - 0.5, 0.0)
+            i0 = np.minimum(np.floor(pos).astype(np.int64), n_in - 1)
+            i1 = np.minimum(i0 + 1, n_in - 1)
+            shape = [1] * 4
+            shape[2 + d] = n_out
+            w = (pos - i0).astype(input.dtype).reshape(shape)
+            wt = Tensor._from_array(backend_of(input.array).asarray(w))
+            lead = (slice(None),) * (2 + d)
+            lo, hi = x[lead + (i0,)], x[lead + (i1,)]
+            x = ew.add(lo, ew.mul(ew.sub(hi, lo), wt))
+        return x
+    raise NotImplementedError(f"interpolate: mode {mode!r} is not implemented (numbagrad has 'nearest' and "
+                              f"'bilinear')")
+
+
 def pad(input, pad, mode="constant", value=0.0):
     """Pad the last ``len(pad)//2`` dimensions: ``pad = (left_last, right_last, left_prev, ...)``,
     as ``torch.nn.functional.pad``. Modes: constant, reflect, replicate, circular."""
