@@ -302,3 +302,16 @@ def test_an_endless_random_sampler_raises_instead_of_allocating():
     small = RandomSampler(ds, replacement=True, num_samples=1000)
     v = np.concatenate([b[0].numpy() for b in DataLoader(ds, batch_size=100, sampler=small)])
     assert v.shape == (1000,) and v.min() >= 0 and v.max() <= 9 and len(np.unique(v)) == 10
+
+
+def test_deprecated_init_spellings_warn_and_fill_like_the_new_ones():
+    a, b = ng.nn.Parameter(ng.zeros(4, 5)), ng.nn.Parameter(ng.zeros(4, 5))
+    ng.manual_seed(1)
+    with pytest.warns(FutureWarning, match="nn.init.xavier_uniform is now deprecated"):
+        ng.nn.init.xavier_uniform(a)
+    ng.manual_seed(1)
+    ng.nn.init.xavier_uniform_(b)
+    np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
+    with pytest.warns(FutureWarning):
+        ng.nn.init.constant(a, 0.5)
+    assert (a.detach().numpy() == 0.5).all()

@@ -60,6 +60,43 @@ OUT_OF_SCOPE = [
      "dtypes NumPy has no arithmetic for"),
 ]
 
+# Why an in-scope name is still missing: (regex on the name, reason); the first match wins,
+# the last rule catches the rest. Nothing here is ruled out.
+MISSING_REASONS = [
+    (r"^(linalg|cholesky|lu|qr|svd|eig|det|logdet|slogdet|inverse|pinverse|matrix_|solve|triangular_solve|"
+     r"lstsq|ger$|addr|addmm|addmv|addbmm|baddbmm|chain_matmul|kron|tensordot|inner|vdot|mv$|cdist|pdist|trace|"
+     r"diag|tril_indices|triu_indices|block_diag|cross|orgqr|ormqr|geqrf|lobpcg|pca_lowrank|svd_lowrank|"
+     r"cartesian_prod|combinations|mT$|mH$|^H$|^T$|adjoint)",
+     "linear algebra beyond matmul/bmm/einsum: not built yet (BLAS/LAPACK-backed ops with gradients)"),
+    (r"(window|stft|istft|fft|conv_tbc|conv3d|conv_transpose3d|3d$|fold|unfold|grid_sample|affine_grid|"
+     r"embedding_renorm|pixel_|channel_shuffle|upsample|fractional|lp_pool|lppool|max_unpool|pad\dd)",
+     "signal processing, 3-D layers and less common spatial ops: not built yet"),
+    (r"^(a?(sin|cos|tan)h?_?$|arc|atan2|hypot|lgamma|digamma|polygamma|erf|i0|sinc|logit|xlogy|mvlgamma|"
+     r"igamma|frexp|ldexp|nextafter|copysign|fmod|float_power|true_divide|gcd|lcm|logaddexp|deg2rad|rad2deg|"
+     r"frac|fix|positive|negative|heaviside|addcdiv|addcmul|lerp|rsub|square_|sgn|signbit|nan_to_num|"
+     r"clamp_min_|clamp_max_|absolute|subtract|multiply|divide|greater|less|not_equal)",
+     "elementwise math not built yet: each op needs its CPU kernel, CUDA twin and backward"),
+    (r"(bitwise_|bincount|histc|histogram|count_nonzero|bucketize_|searchsorted_|aminmax|cummax|cummin|"
+     r"cumprod|logcumsumexp|nanmean|nansum|nanmedian|median|^mode$|quantile|nanquantile|std_mean|var_mean|"
+     r"renorm|^dist$|^diff$|^gradient$|trapz|trapezoid|cumulative_trapezoid)",
+     "reductions, scans and counting ops not built yet"),
+    (r"(random_|exponential_|geometric_|cauchy_|log_normal_|binomial|_sample|bernoulli_|normal_|poisson_|"
+     r"rng_state|fork_rng|seed)",
+     "further random sampling and generator utilities: not built yet"),
+    (r"(Lazy|Buffer|Container|Adaptive.*3d|Pad\dd|Fold|Unfold|ChannelShuffle|CrossMap|LocalResponse|"
+     r"Softmax2d|Softmin|Hardshrink|Softshrink|Tanhshrink|Threshold|GLU|RReLU|AdaptiveLogSoftmax|"
+     r"MultiLabel|MarginRanking|SoftMargin|NLLLoss2d|GaussianNLL|PoissonNLL|Module|Dist|Data)",
+     "layers, losses and parallel/distributed pieces not built yet"),
+    (r".", "not built yet"),
+]
+
+
+def _missing_reason(name):
+    for pattern, why in MISSING_REASONS:
+        if re.search(pattern, name):
+            return why
+
+
 # Names typical training programs use (see the module docstring).
 COMMON = {
     "torch": """tensor from_numpy as_tensor zeros ones full empty zeros_like ones_like full_like empty_like
@@ -121,12 +158,12 @@ _FOREIGN = ("typing", "typing_extensions", "collections", "functools", "math", "
 _BINDINGS = "C++ binding and TorchScript types (``torch._C``): not part of an eager training API"
 
 
-def _foreign(obj):
+def _foreign(obj, path):
     """Names a namespace merely imported (``typing.Optional``, ``functools.partial``, the
-    ``math`` module...): not torch's API, so not counted."""
+    ``math`` module, ``torch`` itself inside ``torch.nn.init``...): not its API, not counted."""
     import inspect
     if inspect.ismodule(obj):
-        return not obj.__name__.startswith("torch")
+        return not obj.__name__.startswith(path.replace(".Tensor", "") + ".")
     mod = getattr(obj, "__module__", None) or ""
     return mod.split(".")[0] in _FOREIGN
 
@@ -147,7 +184,7 @@ def survey():
     rows = []
     for tpath, npath in NAMESPACES:
         tobj, nobj = _obj(tpath), _obj(npath)
-        names = sorted(n for n in dir(tobj) if not n.startswith("_") and not _foreign(getattr(tobj, n, None)))
+        names = sorted(n for n in dir(tobj) if not n.startswith("_") and not _foreign(getattr(tobj, n, None), tpath))
         present, missing, out = [], [], {}
         for n in names:
             why = _reason(n, getattr(tobj, n, None))
@@ -187,10 +224,21 @@ def render(rows, torch_version):
     for r in rows:
         if r["common_missing"]:
             lines.append(f"- `{r['torch']}`: " + ", ".join(f"`{n}`" for n in r["common_missing"]))
-    lines += ["", "## Every missing in-scope name", "",
-              "Not yet built; nothing here is ruled out.", ""]
+    lines += ["", "## Every missing in-scope name, with the reason", "",
+              "Nothing here is ruled out: each is waiting to be built (`MISSING_REASONS` in the tool says which "
+              "kind of work it needs).", ""]
     for r in rows:
-        lines.append(f"- `{r['torch']}` ({len(r['missing'])}): " + (", ".join(f"`{n}`" for n in r["missing"]) or "none"))
+        lines.append(f"### `{r['torch']}` ({len(r['missing'])} missing)")
+        lines.append("")
+        by = {}
+        for n in r["missing"]:
+            by.setdefault(_missing_reason(n), []).append(n)
+        for _, why in MISSING_REASONS:
+            if why in by:
+                lines.append(f"- **{why}** ({len(by[why])}): " + ", ".join(f"`{n}`" for n in by[why]))
+        if not by:
+            lines.append("- none")
+        lines.append("")
     lines += ["", "## Out of scope, with the reason", ""]
     for why in [w for _, w in OUT_OF_SCOPE] + [_BINDINGS]:
         names = [f"`{r['torch']}.{n}`" if r["torch"] != "torch" else f"`torch.{n}`"

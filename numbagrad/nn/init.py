@@ -204,3 +204,22 @@ def sparse_(tensor, sparsity, std=0.01, generator=None):
     for c in range(cols):
         vals[rng.permutation(rows)[:num_zeros], c] = 0
     return _fill(tensor, vals)
+
+
+# ---- PyTorch's deprecated spellings without the trailing underscore ----------------------------
+def _deprecated(fn):
+    name = fn.__name__[:-1]
+
+    def old(*args, **kwargs):
+        import warnings
+        warnings.warn(f"nn.init.{name} is now deprecated in favor of nn.init.{fn.__name__}.", FutureWarning,
+                      stacklevel=2)
+        return fn(*args, **kwargs)
+    old.__name__ = old.__qualname__ = name
+    old.__doc__ = f"Deprecated alias of :func:`{fn.__name__}` (warns, as in PyTorch)."
+    return old
+
+
+uniform, normal, constant, eye, dirac = map(_deprecated, (uniform_, normal_, constant_, eye_, dirac_))
+xavier_uniform, xavier_normal = _deprecated(xavier_uniform_), _deprecated(xavier_normal_)
+kaiming_uniform, kaiming_normal, orthogonal = map(_deprecated, (kaiming_uniform_, kaiming_normal_, orthogonal_))
