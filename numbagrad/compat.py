@@ -43,15 +43,18 @@ class _TorchAliasFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
                                       f"does not have", name=fullname)
         return importlib.util.spec_from_loader(fullname, self)
 
+    def __init__(self):
+        self._own_specs = {}  # module name -> its own spec, between create_ and exec_module
+
     def create_module(self, spec):
         module = importlib.import_module(_target(spec.name))
-        self._own_spec = module.__spec__
+        self._own_specs[module.__name__] = module.__spec__
         return module
 
     def exec_module(self, module):
         # numbagrad's module is already executed; the import system has just set its
-        # ``__spec__`` to the ``torch`` one: give it back its own
-        module.__spec__ = self._own_spec
+        # ``__spec__`` to the ``torch`` one: give it back its own (``__name__`` was kept)
+        module.__spec__ = self._own_specs.pop(module.__name__)
 
 
 def install_torch_alias():
