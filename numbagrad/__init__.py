@@ -27,6 +27,7 @@ from .creation import *  # noqa: F401,F403
 from . import ops  # noqa: F401
 from .ops import *  # noqa: F401,F403
 from .ops import max, min, sum, abs, round, pow, all, any  # noqa: F401
+from .utilities import *  # noqa: F401,F403
 
 _install_operators()
 

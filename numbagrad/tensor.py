@@ -597,5 +597,18 @@ def _install_operators():
         fn = getattr(ops, n + "_", None)
         if fn is not None and not hasattr(T, n + "_"):
             setattr(T, n + "_", fn)
+    # pointwise math (ops/pointwise.py) and more torch method spellings of existing ops
+    from .ops import pointwise
+    for n in list(pointwise.__all__) + """clamp_min clamp_max swapaxes tile broadcast_to dot outer
+            allclose isclose equal unflatten lerp true_divide greater greater_equal less less_equal
+            not_equal fmod""".split():
+        fn = getattr(ops, n, None)
+        if fn is not None and not hasattr(T, n):
+            setattr(T, n, fn)
+    T.lerp_ = pointwise._inplace("lerp", ops.lerp)
+    T.swapdims = T.swapaxes
+    T.moveaxis = T.movedim
+    T.ndimension = lambda s: s.ndim
+    T.ravel = ops.ravel
     T.T = property(lambda s: ops.permute(s, *reversed(range(s.ndim))))
     T.mT = property(lambda s: ops.transpose(s, -2, -1))

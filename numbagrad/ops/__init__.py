@@ -1,7 +1,7 @@
 """Differentiable ops: one module per family, each a set of ``Function`` subclasses
 followed by the public functions. Everything public is re-exported here and at the
 top level of ``numbagrad``."""
-from .elementwise import (add, sub, mul, div, true_divide, floor_divide, remainder, fmod, pow,  # noqa: F401
+from .elementwise import (add, sub, mul, div, true_divide, floor_divide, remainder, pow,  # noqa: F401
                           maximum, minimum, rsub, neg, negative, exp, exp2, expm1, log, log2,
                           log10, log1p, sqrt, rsqrt, abs, absolute, sign, square, reciprocal,
                           sin, cos, floor, ceil, round, trunc, frac, clamp, clip, clamp_min,
@@ -15,7 +15,8 @@ from .shape import (cast, to_device, reshape, view, view_as, reshape_as, flatten
                     squeeze, unsqueeze, permute, transpose, swapaxes, t, movedim, expand,
                     expand_as, broadcast_to, broadcast_tensors, contiguous, clone, cat,
                     concatenate, concat, stack, hstack, vstack, narrow, split, chunk, unbind,
-                    pad, flip, roll, repeat, tile, pixel_shuffle, pixel_unshuffle, interpolate)
+                    pad, flip, roll, repeat, tile, pixel_shuffle, pixel_unshuffle, interpolate,
+                    ravel, swapdims, moveaxis)
 from .indexing import *  # noqa: F401,F403
 from .indexing import getitem, setitem  # noqa: F401
 from .activation import *  # noqa: F401,F403
@@ -31,3 +32,4 @@ from .sparse import embedding_bag  # noqa: F401
 from .conv import *  # noqa: F401,F403
 from .rnn import *  # noqa: F401,F403
 from .sorting import *  # noqa: F401,F403
+from .pointwise import *  # noqa: F401,F403

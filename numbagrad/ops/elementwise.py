@@ -215,7 +215,6 @@ def remainder(input, other):
     return Remainder.apply(a, b)
 
 
-fmod = remainder
 pow = _binary(Pow, "pow")
 maximum = _binary(Maximum, "maximum")
 minimum = _binary(Minimum, "minimum")
@@ -273,9 +272,9 @@ def _f(dtype, v):
 
 
 def _ignore(fn):
-    def w(be, x):
+    def w(*args):
         with np.errstate(all="ignore"):
-            return fn(be, x)
+            return fn(*args)
     return w
 
 

@@ -623,3 +623,12 @@ def repeat(input, *sizes):
 
 def tile(input, dims):
     return repeat(input, *((1,) * (input.ndim - len(dims)) + tuple(dims)))
+
+
+def ravel(input):
+    """``input`` flattened to 1-D (a view where it is contiguous)."""
+    return reshape(input, -1)
+
+
+swapdims = swapaxes
+moveaxis = movedim

@@ -194,6 +194,16 @@ _UNARY = [
 ]
 for _name, _ref, _x in _UNARY:
     add(C(_name, getattr(ng, _name), _ref, [_x], noncontig=_name in ("exp", "log", "abs")))
+
+# pointwise math (ops/pointwise.py): NumPy's and SciPy's ufuncs with their CUDA twins
+from scipy import special as _sp  # noqa: E402
+u34 = np.tanh(a34) * 0.9  # inside (-1, 1): the domain of asin, atanh
+add(*[C(n, getattr(ng, n), r, [x]) for n, r, x in [
+    ("tan", np.tan, u34), ("asin", np.arcsin, u34), ("atanh", np.arctanh, u34), ("sinh", np.sinh, a34),
+    ("asinh", np.arcsinh, a34), ("erf", _sp.erf, a34), ("erfc", _sp.erfc, a34), ("lgamma", _sp.gammaln, p34)]])
+add(*[C(n, getattr(ng, n), r, [a34, p34]) for n, r in [
+    ("atan2", np.arctan2), ("hypot", np.hypot), ("fmod", np.fmod), ("copysign", np.copysign),
+    ("logaddexp", np.logaddexp)]])
 add(
     C("clamp", lambda x: ng.clamp(x, -0.5, 0.7), lambda x: np.clip(x, -0.5, 0.7), [a34], noncontig=True),
     C("clamp_min", lambda x: ng.clamp_min(x, 0.1), lambda x: np.maximum(x, 0.1), [a34]),

@@ -15,6 +15,7 @@ narrows back, so float16 arithmetic is done in float32.
 import math
 
 import numpy as np
+from scipy import special as _sp
 from numba import cuda, float32, int64, types as nbt
 
 from ._launch import cuda_kernel, device_fn, widen, FLOAT_TYPES
@@ -162,6 +163,11 @@ def _hypot(a, b):
 @device_fn
 def _copysign(a, b):
     return math.copysign(a, b)
+
+
+@device_fn
+def _fmod(a, b):
+    return math.fmod(a, b)
 
 
 # ---- unary operators ------------------------------------------------------------------------
@@ -325,6 +331,21 @@ def _atanh(x):
 
 
 @device_fn
+def _erf(x):
+    return math.erf(x)
+
+
+@device_fn
+def _erfc(x):
+    return math.erfc(x)
+
+
+@device_fn
+def _lgamma(x):
+    return math.lgamma(x)
+
+
+@device_fn
 def _isnan(x):
     return x != x
 
@@ -362,7 +383,7 @@ BINARY = {
     np.greater: _gt, np.greater_equal: _ge,
     np.logical_and: _land, np.logical_or: _lor, np.logical_xor: _lxor,
     np.bitwise_and: _band, np.bitwise_or: _bor, np.bitwise_xor: _bxor,
-    np.arctan2: _atan2, np.hypot: _hypot, np.copysign: _copysign,
+    np.arctan2: _atan2, np.hypot: _hypot, np.copysign: _copysign, np.fmod: _fmod,
 }
 UNARY = {
     np.negative: _neg, np.positive: _ident, np.absolute: _abs, np.sign: _sign,
@@ -375,6 +396,8 @@ UNARY = {
     np.arcsinh: _asinh, np.arccosh: _acosh, np.arctanh: _atanh,
     np.isnan: _isnan, np.isinf: _isinf, np.isfinite: _isfinite,
     np.logical_not: _lnot, np.invert: _invert,
+    # SciPy's ufuncs behind numbagrad.erf/erfc/lgamma (float16 is computed in float32 by the op)
+    _sp.erf: _erf, _sp.erfc: _erfc, _sp.gammaln: _lgamma,
 }
 _INT_SAFE = {np.absolute, np.negative, np.positive, np.sign, np.square, np.floor, np.ceil,
              np.trunc, np.rint, np.logical_not, np.invert, np.isnan, np.isinf, np.isfinite}
@@ -429,7 +452,7 @@ def _binary_kernels(name, op, cv):
     out_t = (lambda T: nbt.boolean) if op in (_eq, _ne, _lt, _le, _gt, _ge, _land, _lor, _lxor) else (lambda T: T)
     if op in (_band, _bor, _bxor):
         dts = () if half else (nbt.int64, nbt.int32, nbt.boolean)
-    elif op in (_atan2, _hypot, _copysign, _truediv) and not half:
+    elif op in (_atan2, _hypot, _copysign, _fmod, _truediv) and not half:
         dts = FLOAT_TYPES[:1] + FLOAT_TYPES[2:]
     sfx = "_h" if half else ""
     # PTX check: the nd variant for every dtype, the flat ones (same element code) for the first
@@ -486,7 +509,7 @@ def _unary_kernels(name, op, cv, int_safe):
 
 KERNELS = {}
 """``(ufunc, half) -> {variant: Kernel}`` for every ufunc in :data:`BINARY`/:data:`UNARY`."""
-_NO_HALF = {np.bitwise_and, np.bitwise_or, np.bitwise_xor, np.invert}
+_NO_HALF = {np.bitwise_and, np.bitwise_or, np.bitwise_xor, np.invert, _sp.erf, _sp.erfc, _sp.gammaln}
 for _uf, _op in BINARY.items():
     for _half in ((False,) if _uf in _NO_HALF else (False, True)):
         KERNELS[(_uf, _half)] = _binary_kernels(_uf.__name__, _op, _f32 if _half else _ident)
