@@ -37,6 +37,7 @@ from . import nn, optim, data, cuda  # noqa: E402,F401
 from . import accelerator, amp, backends, distributed, onnx, serialization, utils  # noqa: E402,F401
 from .amp import autocast  # noqa: E402,F401
 from .serialization import save, load  # noqa: E402,F401
+from . import io  # noqa: E402,F401  (checkpoints; above nn/optim/data, which never import it)
 
 _NOT_YET = {
     "bfloat16": "the bfloat16 dtype (NumPy has no bfloat16 type); use numbagrad.float16 or numbagrad.float32",

@@ -1,29 +1,27 @@
-"""``torch.serialization``: checkpoints. ``save``/``load`` are not available yet (they will
-write and read HDF5 checkpoints); the weights-only allow-list is.
+"""``torch.serialization``: ``save``/``load`` write and read numbagrad's HDF5 checkpoints
+(:mod:`numbagrad.io`).
 
-:func:`add_safe_globals` only records names, so it works now: programs register classes at
-import time for ``torch.load(weights_only=True)``, and the list will be honoured by
-:func:`load` once it exists. It never raises for a list of globals.
+:func:`add_safe_globals` and friends only record names: programs register classes at
+import time for ``torch.load(weights_only=True)``. numbagrad's loader never unpickles or
+imports anything, so the list is kept for compatibility and has nothing to allow.
 """
 import contextlib
 
-from ._unavailable import message
 
-_UNTIL = ("HDF5 checkpoints are not implemented yet. Until then, keep model.state_dict() and "
-          "optimizer.state_dict() in memory, or write the tensors' .numpy() arrays with numpy.savez")
 _SAFE_GLOBALS = []
 
 
 def save(obj, f, *args, **kwargs):
-    """``torch.save``. Not available yet: raises ``NotImplementedError``."""
-    raise NotImplementedError(message("numbagrad.save", "the writer of HDF5 checkpoints (tensors, state_dicts "
-                                      "and nested dicts/lists of them)") + ". " + _UNTIL)
+    """``torch.save``: write ``obj`` as an HDF5 checkpoint (:func:`numbagrad.io.save`)."""
+    from .io import save as _save
+    return _save(obj, f, *args, **kwargs)
 
 
 def load(f, *args, **kwargs):
-    """``torch.load``. Not available yet: raises ``NotImplementedError``."""
-    raise NotImplementedError(message("numbagrad.load", "the reader of the HDF5 checkpoints numbagrad.save "
-                                      "writes, honouring map_location and weights_only") + ". " + _UNTIL)
+    """``torch.load``: read a checkpoint :func:`save` wrote (:func:`numbagrad.io.load`).
+    No code runs on load, so every load is what torch calls ``weights_only``."""
+    from .io import load as _load
+    return _load(f, *args, **kwargs)
 
 
 def add_safe_globals(safe_globals):
