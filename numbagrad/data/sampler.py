@@ -5,6 +5,16 @@ default generator unless given ``generator=``, so ``numbagrad.manual_seed`` fixe
 Besides iteration, each built-in sampler has ``indices()``: the whole epoch's order as
 one int64 array, which the DataLoader slices into batches without a Python loop over
 samples.
+
+For exact resume, the built-in samplers have ``state_dict()`` / ``load_state_dict()``
+(in the spirit of torchdata's stateful samplers): their state between epochs, which is
+the state of their own ``generator=`` where they have one (``{"generator": state or
+None}``; ``SequentialSampler``: ``{}``; ``BatchSampler``: ``{"sampler": <its sampler's
+state, or None when it has no state_dict>}``). The order of the epoch in progress and the
+position in it are kept by :meth:`DataLoader.state_dict
+<numbagrad.data.DataLoader.state_dict>`, which draws the epoch once and slices it. A
+sampler drawing from the default generator needs ``numbagrad.get_rng_state()`` /
+``set_rng_state()`` as well.
 """
 import numpy as np
 
@@ -34,6 +44,41 @@ class SequentialSampler(Sampler):
 
     def __len__(self):
         return len(self.data_source)
+
+    def state_dict(self):
+        """``{}``: the order does not change between epochs."""
+        return {}
+
+    def load_state_dict(self, state_dict):
+        _check_sampler_state(self, state_dict, ())
+
+
+def _check_sampler_state(sampler, state_dict, keys):
+    """Raise unless ``state_dict`` is a dict with exactly ``keys``."""
+    name = f"{type(sampler).__name__}.load_state_dict"
+    if not isinstance(state_dict, dict):
+        raise TypeError(f"{name}: state_dict must be a dict from {type(sampler).__name__}.state_dict(), "
+                        f"got {type(state_dict).__name__}")
+    if set(state_dict) != set(keys):
+        raise ValueError(f"{name}: state_dict has the keys {sorted(state_dict)}, expected {sorted(keys)}")
+
+
+def _generator_state(sampler):
+    return {"generator": sampler.generator.get_state() if sampler.generator is not None else None}
+
+
+def _load_generator_state(sampler, state_dict):
+    """Restore ``sampler.generator`` from ``state_dict['generator']`` (see ``state_dict``)."""
+    _check_sampler_state(sampler, state_dict, ("generator",))
+    saved = state_dict["generator"]
+    name = type(sampler).__name__
+    if (saved is None) != (sampler.generator is None):
+        have = "no generator" if sampler.generator is None else "a generator"
+        raise ValueError(f"{name}.load_state_dict: state_dict['generator'] is "
+                         f"{'None' if saved is None else 'a generator state'}, but this sampler has {have} "
+                         "(build it with the same generator= argument as the one that was saved)")
+    if saved is not None:
+        sampler.generator.set_state(saved)
 
 
 class RandomSampler(Sampler):
@@ -72,6 +117,15 @@ class RandomSampler(Sampler):
     def __len__(self):
         return self.num_samples
 
+    def state_dict(self):
+        """``{"generator": generator.get_state() or None}``: the state of ``generator=``
+        (None when the sampler draws from the default generator, whose state is
+        ``numbagrad.get_rng_state()``)."""
+        return _generator_state(self)
+
+    def load_state_dict(self, state_dict):
+        _load_generator_state(self, state_dict)
+
 
 class SubsetRandomSampler(Sampler):
     """The given indices, in a fresh random order every epoch."""
@@ -87,6 +141,13 @@ class SubsetRandomSampler(Sampler):
     def __len__(self):
         return len(self._indices)
 
+    def state_dict(self):
+        """``{"generator": generator.get_state() or None}`` (see :class:`RandomSampler`)."""
+        return _generator_state(self)
+
+    def load_state_dict(self, state_dict):
+        _load_generator_state(self, state_dict)
+
 
 class BatchSampler(Sampler):
     """Groups the indices of ``sampler`` into lists of ``batch_size`` (the last one
@@ -99,19 +160,49 @@ class BatchSampler(Sampler):
         self.batch_size = batch_size
         self.drop_last = drop_last
 
+    def _num_batches(self, n):
+        """How many batches an epoch of ``n`` indices makes."""
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
     def batches(self):
         """The epoch's batches as int64 arrays."""
-        idx = self.sampler.indices() if hasattr(self.sampler, "indices") else \
-            np.fromiter(iter(self.sampler), dtype=np.int64)
-        n = len(idx)
+        idx = _sampler_order(self.sampler)
         bs = self.batch_size
-        stop = n - n % bs if self.drop_last else n
-        return [idx[i:i + bs] for i in range(0, stop, bs)]
+        return [idx[k * bs:(k + 1) * bs] for k in range(self._num_batches(len(idx)))]
 
     def __iter__(self):
         for b in self.batches():
             yield b.tolist()
 
     def __len__(self):
-        n = len(self.sampler)
-        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+        return self._num_batches(len(self.sampler))
+
+    def state_dict(self):
+        """``{"sampler": sampler.state_dict()}`` (None when the sampler has no state_dict)."""
+        return {"sampler": self.sampler.state_dict() if hasattr(self.sampler, "state_dict") else None}
+
+    def load_state_dict(self, state_dict):
+        _check_sampler_state(self, state_dict, ("sampler",))
+        saved = state_dict["sampler"]
+        if saved is not None:
+            if not hasattr(self.sampler, "load_state_dict"):
+                raise TypeError(f"BatchSampler.load_state_dict: state_dict['sampler'] holds a sampler state, but "
+                                f"the sampler {type(self.sampler).__name__} has no load_state_dict()")
+            self.sampler.load_state_dict(saved)
+
+
+def _draws_whole_epochs(sampler):
+    """Whether ``sampler`` draws an epoch as one array: it has an ``indices()`` of its own
+    (not the base class's fallback, which iterates it) and iterates through it. True for
+    the built-in samplers and subclasses that do not override ``__iter__``."""
+    t = type(sampler)
+    ind = getattr(t, "indices", None)
+    return ind is not None and ind is not Sampler.indices and getattr(t, "__iter__", None) is Sampler.__iter__
+
+
+def _sampler_order(sampler):
+    """One epoch of ``sampler`` as an int64 array: ``sampler.indices()`` where it draws
+    whole epochs (the built-in samplers: one draw, no Python loop), else its iteration."""
+    if _draws_whole_epochs(sampler):
+        return np.asarray(sampler.indices(), dtype=np.int64)
+    return np.fromiter(iter(sampler), dtype=np.int64)

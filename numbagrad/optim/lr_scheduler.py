@@ -19,6 +19,9 @@ the epoch-0 learning rates. ``base_lrs`` are the groups' ``initial_lr`` (set fro
 ``lr`` by the first scheduler created on the optimizer). ``state_dict()`` is the
 scheduler's ``__dict__`` without the optimizer; restore the optimizer's own state dict
 too, since it holds the current ``lr`` of each group, which recursive rules build on.
+State dicts hold plain Python types only (numbers, str, bool, None, lists, dicts; user
+callables are saved as None or their ``__dict__``, as PyTorch does), so ``numbagrad.save``
+can write them; :class:`MultiStepLR` saves its ``Counter`` of milestones as a dict.
 
 numbagrad additions: :class:`LinearWarmup` (linear warm-up handing over to another
 scheduler) and :class:`ScheduleLR` (absolute learning rates from a
@@ -356,6 +359,17 @@ class MultiStepLR(LRScheduler):
     def _get_closed_form_lr(self):
         passed = bisect_right(sorted(self.milestones.elements()), self.last_epoch)
         return _scaled(self.base_lrs, self.gamma ** passed)
+
+    def state_dict(self):
+        """As :meth:`LRScheduler.state_dict`, with ``milestones`` as a plain dict
+        ``{epoch: count}`` (PyTorch keeps the ``Counter``, which checkpoint formats
+        without pickle cannot hold)."""
+        return _state_with(self, "milestones", {int(k): int(v) for k, v in self.milestones.items()})
+
+    def load_state_dict(self, state_dict):
+        milestones = _load_state_with(self, state_dict, "milestones", None)
+        if milestones is not None:  # a dict or a Counter (PyTorch's state)
+            self.milestones = Counter({int(k): int(v) for k, v in dict(milestones).items()})
 
 
 class ConstantLR(LRScheduler):
