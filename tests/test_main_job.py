@@ -4,6 +4,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -37,3 +38,27 @@ def test_help():
     assert (args.epochs, args.batch_size, args.lr, args.seed, args.quiet) == (20, 32, 1e-3, 0, False)
     with pytest.raises(SystemExit):
         parse_args(["--bogus"])
+
+
+def test_checkpoint_every_epoch_and_resume_is_bit_identical(tmp_path, capsys):
+    """A run stopped after epoch 2 and resumed from its checkpoint ends where a run that
+    never stopped ends: the same per-epoch losses (exactly) and the same weights."""
+    import numbagrad as ng
+    from numbagrad.examples.train_digits import main
+    common = ["--epochs", "4", "--seed", "3", "--quiet"]
+    full = main(common + ["--checkpoint", str(tmp_path / "full.ckpt")])
+    main(["--epochs", "2", "--seed", "3", "--quiet", "--checkpoint", str(tmp_path / "cut.ckpt")])
+    assert ng.load(tmp_path / "cut.ckpt")["epoch"] == 2
+    resumed = main(common + ["--checkpoint", str(tmp_path / "cut.ckpt"), "--resume"])
+    assert resumed["train_losses"] == full["train_losses"] and len(full["train_losses"]) == 4
+    a, b = ng.load(tmp_path / "full.ckpt"), ng.load(tmp_path / "cut.ckpt")
+    assert a["epoch"] == b["epoch"] == 4
+    for k in a["model"]:
+        assert np.array_equal(a["model"][k].numpy(), b["model"][k].numpy()), k
+    assert resumed["test_accuracy"] == full["test_accuracy"]
+
+
+def test_resume_needs_a_checkpoint_path():
+    from numbagrad.examples.train_digits import parse_args
+    with pytest.raises(SystemExit):
+        parse_args(["--resume"])
