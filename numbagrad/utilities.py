@@ -71,6 +71,30 @@ def set_num_threads(n):
     numba.set_num_threads(n)
 
 
+def memory_stats():
+    """Memory held for backward: ``saved_bytes`` (arrays that live graph nodes keep for
+    their backward, each buffer counted once, parameters not counted) and
+    ``saved_bytes_peak`` (their peak since :func:`reset_peak_memory_stats`); with a CUDA
+    device in use, also the caching allocator's ``cuda_allocated_bytes``,
+    ``cuda_reserved_bytes`` and ``cuda_max_allocated_bytes``."""
+    from .autograd import saved
+    out = {"saved_bytes": saved.current(), "saved_bytes_peak": saved.peak()}
+    from . import cuda
+    from .backend import cuda as _cb
+    if _cb.CUDA_BACKEND is not None:
+        out.update(cuda_allocated_bytes=cuda.memory_allocated(), cuda_reserved_bytes=cuda.memory_reserved(),
+                   cuda_max_allocated_bytes=cuda.max_memory_allocated())
+    return out
+
+
+def reset_peak_memory_stats():
+    """Start ``saved_bytes_peak`` (and CUDA's peak, where in use) from the current value."""
+    from .autograd import saved
+    saved.reset_peak()
+    from . import cuda
+    cuda.reset_peak_memory_stats()
+
+
 def meshgrid(*tensors, indexing="ij"):
     """Coordinate grids from 1-D tensors (differentiable: each is an expanded view).
     ``indexing='ij'`` (matrix, PyTorch's default here; torch warns if it is not given) or
@@ -117,4 +141,4 @@ def _flat_args(tensors):
 
 __all__ = ["pi", "e", "inf", "nan", "newaxis", "finfo", "iinfo", "is_floating_point", "is_signed",
            "promote_types", "result_type", "can_cast", "broadcast_shapes", "get_num_threads",
-           "set_num_threads", "meshgrid", "atleast_1d", "atleast_2d"]
+           "set_num_threads", "memory_stats", "reset_peak_memory_stats", "meshgrid", "atleast_1d", "atleast_2d"]

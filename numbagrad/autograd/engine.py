@@ -14,6 +14,7 @@ import numpy as np
 from ..backend import backend_of
 from .anomaly import _anomaly
 from .function import Function
+from . import saved as _saved_stats
 
 
 class _HookHandle:
@@ -274,6 +275,7 @@ def _execute(tensors, grad_tensors, retain_graph, capture, only_leaves):
             raise RuntimeError(f"{type(node).__name__}.backward returned {len(in_grads)} gradients, "
                                f"but forward had {len(edges)} inputs")
         if not retain_graph:
+            _saved_stats.release(node)
             node._saved = None
             node._freed = True
         for i, e in enumerate(edges):

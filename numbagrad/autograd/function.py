@@ -32,12 +32,15 @@ Example
 >>> x.grad.tolist()
 [12.0]
 """
+import contextlib
+import threading
 import traceback
 
 import numpy as np
 
 from .grad_mode import _state
 from .anomaly import _anomaly
+from . import saved as _saved_stats
 
 
 class Function:
@@ -107,6 +110,7 @@ class Function:
         arrays = []
         needs = []
         any_req = False
+        collect = _tls.collect
         for a in args:
             if isinstance(a, Tensor):
                 arrays.append(a.array)
@@ -114,6 +118,8 @@ class Function:
                 needs.append(r)
                 if r:
                     any_req = True
+                    if collect is not None:
+                        collect.setdefault(id(a), a)
             else:
                 arrays.append(a)
                 needs.append(False)
@@ -137,6 +143,7 @@ class Function:
                 result = _wrap_out(ctx, out, 0)
             if ctx._saved:
                 _record_saved_versions(ctx, args, result if multi else (result,))
+                _saved_stats.record(ctx, args)
         if cls.view_of is not None:
             base = args[cls.view_of]
             if isinstance(base, Tensor):
@@ -148,8 +155,32 @@ class Function:
     def name(self):
         return type(self).__name__
 
+    def __del__(self):
+        if "_saved_keys" in self.__dict__:
+            _saved_stats.release(self)
+
     def __repr__(self):
         return f"<{type(self).__name__}>"
+
+
+class _TLS(threading.local):
+    collect = None  # a dict id -> Tensor while gradient checkpointing runs a segment
+
+
+_tls = _TLS()
+
+
+@contextlib.contextmanager
+def _collecting(into):
+    """While active, every op reports its inputs that require grad into the dict ``into``
+    (``id -> Tensor``): how :func:`numbagrad.utils.checkpoint.checkpoint` finds the
+    parameters a segment reads. Yields the collector it replaces."""
+    prev = _tls.collect
+    _tls.collect = into
+    try:
+        yield prev
+    finally:
+        _tls.collect = prev
 
 
 def _record_saved_versions(ctx, args, outputs):

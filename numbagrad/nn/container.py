@@ -26,6 +26,43 @@ def _index(idx, n, what):
     return idx % n
 
 
+def fused_pair(a, b):
+    """Whether :func:`run_sequence` runs modules ``a`` then ``b`` as one fused node."""
+    return type(a) is _Linear and not (a._forward_pre_hooks or a._forward_hooks) and \
+        _fused_activation(b) is not None
+
+
+def run_sequence(modules, input):
+    """``input`` through ``modules`` (callables) in order, as :class:`Sequential` runs them:
+    a hook-free ``Linear`` followed by an activation with a fused kernel runs as one fused
+    node (``ops.fused.linear_act``). Gradient checkpointing runs its segments through this
+    too, so that a checkpointed Sequential computes exactly what the plain one does."""
+    mods = list(modules)
+    if len(mods) < 2:
+        for m in mods:
+            input = m(input)
+        return input
+    prev = None           # a hook-free Linear whose call waits for its successor
+    for m in mods:
+        if prev is not None:
+            act = _fused_activation(m)
+            if act is not None:
+                # Linear + activation as one fused node (ops/fused.py): one pass over
+                # the activations less forward and backward, and one graph node less
+                input = _linear_act(input, prev.weight, prev.bias, act)
+                prev = None
+                continue
+            input = prev(input)
+            prev = None
+        if type(m) is _Linear and not (m._forward_pre_hooks or m._forward_hooks):
+            prev = m
+        else:
+            input = m(input)
+    if prev is not None:
+        input = prev(input)
+    return input
+
+
 class Sequential(Module):
     """Modules applied one after another: ``Sequential(a, b, c)(x) == c(b(a(x)))``.
 
@@ -43,30 +80,7 @@ class Sequential(Module):
                 self.add_module(str(i), m)
 
     def forward(self, input):
-        mods = self._modules
-        if len(mods) < 2:
-            for m in mods.values():
-                input = m(input)
-            return input
-        prev = None           # a hook-free Linear whose call waits for its successor
-        for m in mods.values():
-            if prev is not None:
-                act = _fused_activation(m)
-                if act is not None:
-                    # Linear + activation as one fused node (ops/fused.py): one pass over
-                    # the activations less forward and backward, and one graph node less
-                    input = _linear_act(input, prev.weight, prev.bias, act)
-                    prev = None
-                    continue
-                input = prev(input)
-                prev = None
-            if type(m) is _Linear and not (m._forward_pre_hooks or m._forward_hooks):
-                prev = m
-            else:
-                input = m(input)
-        if prev is not None:
-            input = prev(input)
-        return input
+        return run_sequence(self._modules.values(), input)
 
     def __len__(self):
         return len(self._modules)

@@ -4,6 +4,7 @@ objects, also as ``numbagrad.utils.data.dataloader`` and the other submodules), 
 import sys
 
 from .. import data  # noqa: F401
+from . import checkpoint  # noqa: F401  (torch.utils.checkpoint: gradient checkpointing)
 
 # ``import numbagrad.utils.data[.dataloader]`` finds these instead of loading numbagrad/data/
 # a second time under another name
