@@ -156,7 +156,8 @@ class Function:
         return type(self).__name__
 
     def __del__(self):
-        if "_saved_keys" in self.__dict__:
+        d = self.__dict__
+        if "_saved_keys" in d:
             _saved_stats.release(self)
 
     def __repr__(self):

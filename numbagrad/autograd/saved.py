@@ -5,62 +5,63 @@ buffer however many nodes (or views) hold it, and removes them when the engine f
 node after its backward or when the node is garbage-collected (a graph dropped without
 backward). Arrays of leaf tensors that require grad (parameters) are not activations and
 are left out. ``numbagrad.memory_stats()`` reports the current and peak totals.
+
+This runs for every recorded op, so it is kept to a few dict operations; it relies on
+the GIL (no lock), as the graph itself does.
 """
-import threading
-
-_lock = threading.Lock()
-_live = {}       # id(root buffer) -> [holders, nbytes, buffer]
+_live = {}        # id(root buffer) -> [holders, nbytes, buffer]
 _totals = [0, 0]  # current bytes, peak bytes
-
-
-def _root(a):
-    b = getattr(a, "base", None)
-    while b is not None:
-        a = b
-        b = getattr(a, "base", None)
-    return a
 
 
 def record(ctx, args):
     """Count ``ctx``'s saved arrays (called by ``Function.apply`` for a recorded node)."""
-    params = {id(t.array) for t in args
-              if getattr(t, "requires_grad", False) and getattr(t, "grad_fn", 1) is None}
     keys = []
-    with _lock:
-        for s in ctx._saved:
-            if s is None or id(s) in params or not hasattr(s, "nbytes"):
-                continue
-            r = _root(s)
-            k = id(r)
-            if k in keys:
-                continue
-            keys.append(k)
-            e = _live.get(k)
-            if e is None:
-                _live[k] = [1, int(r.nbytes), r]
-                _totals[0] += int(r.nbytes)
-                if _totals[0] > _totals[1]:
-                    _totals[1] = _totals[0]
-            else:
-                e[0] += 1
-    ctx.__dict__["_saved_keys"] = keys
+    live = _live
+    for s in ctx._saved:
+        nb = getattr(s, "nbytes", None)
+        if nb is None:
+            continue
+        for t in args:  # a parameter's array is not an activation
+            if getattr(t, "array", None) is s:
+                if t.requires_grad and t.grad_fn is None:
+                    nb = None
+                break
+        if nb is None:
+            continue
+        r = s
+        b = getattr(r, "base", None)
+        while b is not None:
+            r = b
+            b = getattr(r, "base", None)
+        k = id(r)
+        if k in keys:
+            continue
+        keys.append(k)
+        e = live.get(k)
+        if e is None:
+            live[k] = [1, r.nbytes, r]
+            _totals[0] += r.nbytes
+            if _totals[0] > _totals[1]:
+                _totals[1] = _totals[0]
+        else:
+            e[0] += 1
+    if keys:
+        ctx.__dict__["_saved_keys"] = keys
 
 
 def release(ctx):
     """Uncount ``ctx``'s saved arrays (idempotent)."""
-    d = getattr(ctx, "__dict__", None)
-    keys = d.pop("_saved_keys", None) if d else None
+    keys = ctx.__dict__.pop("_saved_keys", None)
     if not keys:
         return
-    with _lock:
-        for k in keys:
-            e = _live.get(k)
-            if e is None:
-                continue
+    live = _live
+    for k in keys:
+        e = live.get(k)
+        if e is not None:
             e[0] -= 1
             if e[0] == 0:
                 _totals[0] -= e[1]
-                del _live[k]
+                del live[k]
 
 
 def current():
@@ -72,5 +73,4 @@ def peak():
 
 
 def reset_peak():
-    with _lock:
-        _totals[1] = _totals[0]
+    _totals[1] = _totals[0]
