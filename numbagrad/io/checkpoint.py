@@ -52,6 +52,11 @@ class LoadReport:
     expected_hash: str = None
 
     @property
+    def not_loaded(self):
+        """The model's names that kept their values: ``missing`` plus the ``mismatched``."""
+        return self.missing + [m[0] for m in self.mismatched]
+
+    @property
     def complete(self):
         return not (self.skipped or self.missing) and self.hash_matches is not False
 

@@ -76,6 +76,7 @@ def test_partial_load_into_a_bigger_model(tmp_path):
     assert rep.loaded == ["0.weight", "0.bias"]
     assert rep.skipped == ["2.weight", "2.bias"] and [m[0] for m in rep.mismatched] == ["2.weight", "2.bias"]
     assert rep.missing == ["4.weight", "4.bias"] and rep.hash_matches is False and not rep.complete
+    assert rep.not_loaded == ["4.weight", "4.bias", "2.weight", "2.bias"]
     np.testing.assert_array_equal(big[0].weight.detach().numpy(), small[0].weight.detach().numpy())
     assert "in the model, not in the file: 4.weight, 4.bias" in str(rep)
 
