@@ -346,3 +346,17 @@ def ng_torch_tensors(inputs, dtype):
             ns.append(ng.tensor(a))
             ts.append(torch.tensor(a))
     return ns, ts
+
+
+def block_tables(sizes, block):
+    """An optimizer arena's block tables ``(starts, ends, segments)`` for parameters of
+    ``sizes`` elements laid end to end, cut into blocks of at most ``block`` elements that
+    never straddle two parameters (``numbagrad.optim.optimizer``'s layout)."""
+    starts, ends, segs, off = [], [], [], 0
+    for s, n in enumerate(sizes):
+        for lo in range(off, off + n, block):
+            starts.append(lo)
+            ends.append(min(lo + block, off + n))
+            segs.append(s)
+        off += n
+    return tuple(np.array(v, np.int64) for v in (starts, ends, segs))

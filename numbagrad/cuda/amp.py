@@ -1,5 +1,5 @@
-"""``torch.cuda.amp``: the CUDA spellings of :mod:`numbagrad.amp` (mixed precision, not
-available in numbagrad yet; ``enabled=False`` works, as in PyTorch)."""
+"""``torch.cuda.amp``: the CUDA spellings of :mod:`numbagrad.amp` (:class:`GradScaler` works;
+autocast is not available yet, ``enabled=False`` works, as in PyTorch)."""
 from .. import amp as _amp
 
 
@@ -13,7 +13,8 @@ class autocast(_amp.autocast):
 
 class GradScaler(_amp.GradScaler):
     """``torch.cuda.amp.GradScaler(init_scale=2.**16, growth_factor=2.0, backoff_factor=0.5,
-    growth_interval=2000, enabled=True)``: ``numbagrad.amp.GradScaler("cuda", ...)``."""
+    growth_interval=2000, enabled=True)``: ``numbagrad.amp.GradScaler("cuda", ...)`` (which
+    warns and disables itself where numbagrad has no CUDA backend, as torch's does)."""
 
     def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
                  enabled=True):

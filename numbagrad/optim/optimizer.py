@@ -353,16 +353,20 @@ class Optimizer:
                 if b.any_active:
                     yield hyper, b, b.dtype.type
 
-    def _prepare(self, group):
+    def _prepare(self, group, step=True):
         """The group's arena, (re)built if needed, with this step's gradients gathered
-        and ``active`` flags set. See the module docstring."""
+        and ``active`` flags set. See the module docstring.
+
+        ``step=False`` gathers only, for a caller that works on the gradients before the
+        step (``amp.GradScaler.unscale_``): no state is created for the parameters and no
+        parameter's version moves, since the step that would write them may be skipped."""
         keys = self._state_keys(group)
         arena = self._arenas.get(id(group))
         params = group["params"]
         if (arena is None or arena.group is not group or arena.keys != keys or len(arena.params) != len(params)
                 or any(a is not b for a, b in zip(arena.params, params))):
             arena = self._build(group, keys)
-        while not self._sync(arena):
+        while not self._sync(arena, step):
             arena = self._build(group, keys)
         return arena
 
@@ -383,10 +387,11 @@ class Optimizer:
         self._arenas[id(group)] = arena
         return arena
 
-    def _sync(self, arena):
+    def _sync(self, arena, step=True):
         """Point the kernels at this step's gradients (``gsrc``: read in place, or copied into
         the arena slot, see the module docstring) and mark active parameters; False when
-        some ``p.array`` is no longer its arena view (the caller rebuilds)."""
+        some ``p.array`` is no longer its arena view (the caller rebuilds). ``step``: also
+        create the active parameters' state and bump their versions (see :meth:`_prepare`)."""
         state = self.state
         for b in arena.buckets:
             scalar_views = b.scalar_views
@@ -423,6 +428,8 @@ class Optimizer:
                 gsrc[2 * i] = addr
                 act[i] = 1
                 any_active = True
+                if not step:
+                    continue
                 if not pop[i]:
                     pop[i] = True
                     if scalar_views or arena.keys:

@@ -22,7 +22,7 @@ cuda = pytest.importorskip("numba.cuda")
 
 from numbagrad.kernels.cpu import optim as C  # noqa: E402
 from numbagrad.kernels.cuda import optim as G  # noqa: E402
-from optest import check_kernels_compile_to_ptx, check_launchers_mirror_cpu  # noqa: E402
+from optest import block_tables, check_kernels_compile_to_ptx, check_launchers_mirror_cpu  # noqa: E402
 
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
 SIZES = (3, 5, 4)
@@ -35,14 +35,7 @@ GSRC = np.zeros(2 * len(SIZES), np.int64)
 
 
 def _blocks(sizes=SIZES, block=3):
-    starts, ends, segs, off = [], [], [], 0
-    for s, n in enumerate(sizes):
-        for lo in range(off, off + n, block):
-            starts.append(lo)
-            ends.append(min(lo + block, off + n))
-            segs.append(s)
-        off += n
-    return tuple(np.array(v, np.int64) for v in (starts, ends, segs))
+    return block_tables(sizes, block)
 
 
 def _grads(dtype, steps=3, seed=1):

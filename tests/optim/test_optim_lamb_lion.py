@@ -23,6 +23,7 @@ from numbagrad.optim.lion import Lion
 torch = pytest.importorskip("torch")
 
 import optimkit  # noqa: E402
+from optest import block_tables  # noqa: E402
 from optimkit import converge, setup, train  # noqa: E402
 
 TOL64 = dict(rtol=1e-12, atol=1e-12)
@@ -204,14 +205,7 @@ def _arena_args(dtype, kind, seed=0):
     sizes = (40000, 7, 20000)
     rng = np.random.default_rng(seed)
     total = sum(sizes)
-    starts, ends, segs, off = [], [], [], 0
-    for s, n in enumerate(sizes):
-        for lo in range(off, off + n, _BLOCK):
-            starts.append(lo)
-            ends.append(min(lo + _BLOCK, off + n))
-            segs.append(s)
-        off += n
-    tables = tuple(np.array(v, np.int64) for v in (starts, ends, segs))
+    tables = block_tables(sizes, _BLOCK)
     active = np.array([1, 0, 1], np.uint8)
     gsrc = np.zeros(6, np.int64)  # every gradient in its arena slot
     t = np.dtype(dtype).type
@@ -219,7 +213,7 @@ def _arena_args(dtype, kind, seed=0):
     if kind == "lamb":
         m, v = rng.standard_normal(total).astype(dtype) * t(0.1), np.abs(rng.standard_normal(total)).astype(dtype)
         return (p, g, m, v, np.zeros(total, dtype), *tables, active, gsrc, np.array([3, 0, 7], np.float32),
-                np.zeros(6, dtype), np.zeros(2 * len(starts)), 1e-2, 0.9, 0.999, t(0.1), t(0.9), t(0.999), t(1e-3),
+                np.zeros(6, dtype), np.zeros(2 * len(tables[0])), 1e-2, 0.9, 0.999, t(0.1), t(0.9), t(0.999), t(1e-3),
                 t(1e-6), t(0.01), t(1), 10.0, True, True, True)
     return (p, g, rng.standard_normal(total).astype(dtype), *tables, active, gsrc, np.zeros(3, np.float32),
             t(-1e-2), t(0.9), t(0.1), t(0.99), t(0.01), t(0.999), t(1))
