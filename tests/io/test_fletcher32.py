@@ -40,6 +40,18 @@ def test_a_large_buffer_of_all_ones(tmp_path):
     assert _format._fletcher32_cpu(data) == hdf5_fletcher32(tmp_path, data)
 
 
+def test_two_part_checksum_equals_the_whole(tmp_path):
+    # an edge chunk is read partly into the result, partly into scratch, and checked in two parts
+    r = np.random.default_rng(7)
+    for n in (0, 1, 719, 720, 721, 1440, 5001, 100_000, 100_001):
+        data = r.integers(0, 256, n, dtype=np.uint8)
+        for blocks in range(0, n // 720 + 1, max(1, n // 720 // 3)):
+            cut = blocks * 720
+            assert _format._fletcher32_2(data[:cut], data[cut:]) == _format._fletcher32_cpu(data), (n, cut)
+    data = r.integers(0, 256, 5001, dtype=np.uint8)
+    assert _format._fletcher32_2(data[:2160], data[2160:]) == hdf5_fletcher32(tmp_path, data)
+
+
 def values():
     r = np.random.default_rng(3)
     return {"f32": ng.tensor(r.standard_normal((37, 11)).astype(np.float32)),
@@ -49,7 +61,8 @@ def values():
             "c64": np.array(r.standard_normal(7) + 1j * r.standard_normal(7), np.complex64),
             "i64_3d": ng.tensor(r.integers(-(1 << 60), 1 << 60, (5, 3, 2))),
             "big_endian": np.arange(20, dtype=">f4"),                            # goes through HDF5's filter
-            "zero_d": ng.tensor(2.5)}
+            "zero_d": ng.tensor(2.5),
+            "f64_rows": ng.tensor(r.standard_normal((1000, 3)))}  # 24-byte rows: edge chunks of whole blocks and a rest
 
 
 def _same(a, b):
@@ -57,7 +70,7 @@ def _same(a, b):
     return a.dtype.newbyteorder("=") == b.dtype.newbyteorder("=") and a.shape == b.shape and np.array_equal(a, b)
 
 
-@pytest.mark.parametrize("chunk_bytes", [64 << 20, 96])  # one chunk each; many, with a partial edge chunk
+@pytest.mark.parametrize("chunk_bytes", [64 << 20, 96, 2000])  # one chunk each; many, with a partial edge chunk
 @pytest.mark.parametrize("checksum", [True, False])
 def test_round_trip_and_plain_h5py_verifies(tmp_path, monkeypatch, chunk_bytes, checksum):
     monkeypatch.setattr(_format, "CHUNK_BYTES", chunk_bytes)
@@ -98,9 +111,30 @@ def test_a_flipped_byte_fails_in_numbagrad_and_in_h5py(tmp_path, monkeypatch, ch
         f["w"][...]
 
 
+@pytest.mark.parametrize("piece", [720, 1 << 30])  # chunks read and summed in pieces of 720 bytes, or whole
+@pytest.mark.parametrize("checksum", [True, False])
+def test_worker_thread_reads(tmp_path, monkeypatch, checksum, piece):
+    # every chunk on the worker threads (as chunks of 1 MiB and more are), then a damaged one
+    monkeypatch.setattr(_format, "_PIECE", piece)
+    monkeypatch.setattr(_format, "_POOL_BYTES", 0)
+    monkeypatch.setattr(_format, "_WORKERS", 3)
+    monkeypatch.setattr(_format, "CHUNK_BYTES", 2000)
+    obj = values()
+    ng.save(obj, tmp_path / "c.ckpt", checksum=checksum)
+    back = ng.load(tmp_path / "c.ckpt")
+    for k in obj:
+        assert _same(back[k], obj[k]), k
+    if checksum:
+        a = obj["f64_rows"].numpy()
+        _flip_first_data_byte(tmp_path / "c.ckpt", a[77 * 5:77 * 5 + 20])
+        with pytest.raises(CheckpointError, match=r"'/f64_rows' \(fletcher32 checksum mismatch in chunk 5\)"):
+            ng.load(tmp_path / "c.ckpt")
+
+
 def test_numbagrad_reads_what_hdf5s_filter_wrote(tmp_path, monkeypatch):
     # the writer's slow path (HDF5's own filter), then numbagrad's reader checks the sums
-    monkeypatch.setattr(_format._Writer, "write_chunks", lambda self, ds, a, rows: ds.write_direct(a))
+    monkeypatch.setattr(_format._Writer, "write_chunks",
+                        lambda self, dsid, a, rows: dsid.write(h5py.h5s.ALL, h5py.h5s.ALL, a))
     monkeypatch.setattr(_format, "CHUNK_BYTES", 200)
     obj = values()
     ng.save(obj, tmp_path / "c.ckpt")

@@ -3,6 +3,7 @@ with its type, the file is plain HDF5 that h5py reads without numbagrad, what th
 cannot hold is refused before anything is written, and loading never unpickles."""
 import collections
 import io
+import json
 import os
 import subprocess
 import sys
@@ -97,7 +98,9 @@ def test_plain_h5py_reads_the_layout(tmp_path):
         assert f.attrs["numbagrad_version"].decode() == ng.__version__
         w = f["model/layers.0.weight"]
         np.testing.assert_array_equal(w[...], obj["model"]["layers.0.weight"].numpy())
-        assert w.fletcher32 and w.attrs["ng_type"] == b"tensor" and w.attrs["device"] == b"cpu"
+        assert w.fletcher32 and dict(w.attrs) == {"ng_type": b"tensor"}  # the rest is in the parent's ng_items
+        items = json.loads(f["model"].attrs["ng_items"])
+        assert items[0] == ["layers.0.weight", "tensor", "layers.0.weight", {"device": "cpu", "requires_grad": False}]
         np.testing.assert_array_equal(f["optimizer/state/#0/exp_avg"][...], np.ones((3, 4), np.float32))
         assert f["optimizer/param_groups/0"].attrs["lr"] == 1e-3
         assert f["scalars"].attrs["4"] == str(2 ** 128 + 1).encode()  # beyond 64 bits: a decimal string
@@ -173,9 +176,17 @@ def test_map_location(tmp_path):
 
 
 def test_a_cuda_tagged_tensor_needs_map_location_without_a_gpu(tmp_path):
+    from numbagrad.io import _format
     ng.save({"t": ng.ones(2)}, tmp_path / "c.ckpt")
-    with h5py.File(tmp_path / "c.ckpt", "r+") as f:
-        f["t"].attrs["device"] = "cuda:0"
+    with h5py.File(tmp_path / "c.ckpt", "r+") as f:  # the device is in ng_items, under ng_crc32
+        items = json.loads(f.attrs["ng_items"])
+        assert items == [["t", "tensor", "t", {"device": "cpu", "requires_grad": False}]]
+        items[0][3]["device"] = "cuda:0"
+        text = json.dumps(items)
+        f.attrs.create("ng_items", text.encode(), dtype=h5py.string_dtype("utf-8", len(text)))
+        with pytest.raises(CheckpointError, match="checksum mismatch in the attributes of group '/'"):
+            ng.load(tmp_path / "c.ckpt")  # edited without updating ng_crc32
+        f.attrs["ng_crc32"] = np.int64(_format._group_crc("dict", text, [b""]))
     if ng.cuda.is_available():
         assert ng.load(tmp_path / "c.ckpt")["t"].device.type == "cuda"
     else:
@@ -236,3 +247,23 @@ def test_torch_style_calls(tmp_path):
     m2.load_state_dict(ng.load(tmp_path / "m.pt", weights_only=True))
     np.testing.assert_array_equal(m2.weight.detach().numpy(), m.weight.detach().numpy())
     assert ng.serialization.load is not None and ng.serialization.save is not None
+
+
+def test_root_keys_named_like_the_format_attributes(tmp_path):
+    obj = {"format": 1, "format_version": "x", "numbagrad_version": ng.ones(2), "epoch": 3}
+    ng.save(obj, tmp_path / "c.ckpt")
+    same(obj, ng.load(tmp_path / "c.ckpt"))
+    with h5py.File(tmp_path / "c.ckpt", "r") as f:
+        assert f.attrs["format"] == b"numbagrad.checkpoint" and f.attrs["#0"] == 1
+
+
+def test_load_reads_no_dataset_attribute(tmp_path):
+    # ng_type on a dataset is for plain h5py readers; everything load needs is in ng_items
+    obj = {"w": ng.ones(3, requires_grad=True), "s": ng.tensor(2.0), "a": np.arange(4)}
+    ng.save(obj, tmp_path / "c.ckpt")
+    with h5py.File(tmp_path / "c.ckpt", "r+") as f:
+        for k in obj:
+            del f[k].attrs["ng_type"]
+    back = ng.load(tmp_path / "c.ckpt")
+    same(obj, back)
+    assert back["w"].requires_grad and back["s"].shape == ()
