@@ -11,7 +11,7 @@ __version__ = "0.1.0"
 
 from .backend import config as _config  # noqa: F401  (OpenMP settings before numba starts its pool)
 
-from ._dtype import (float16, half, float32, float64, double, int8, uint8, int16, short,  # noqa: F401
+from ._dtype import (float16, half, bfloat16, float32, float64, double, int8, uint8, int16, short,  # noqa: F401
                      int32, int64, long, bool_, get_default_dtype, set_default_dtype)
 from ._dtype import float as float  # noqa: F401  (ng.float is float32, as torch.float)
 from ._dtype import int as int  # noqa: F401
@@ -39,9 +39,7 @@ from .amp import autocast, GradScaler  # noqa: E402,F401
 from .serialization import save, load  # noqa: E402,F401
 from . import io  # noqa: E402,F401  (checkpoints; above nn/optim/data, which never import it)
 
-_NOT_YET = {
-    "bfloat16": "the bfloat16 dtype (NumPy has no bfloat16 type); use numbagrad.float16 or numbagrad.float32",
-}
+_NOT_YET = {}
 
 
 def __getattr__(name):

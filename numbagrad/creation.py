@@ -51,7 +51,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
         arr = np.array(data)
         if arr.dtype == np.float64 and not (isinstance(data, np.ndarray) or isinstance(data, np.floating)):
             arr = arr.astype(_dtype.get_default_dtype())
-        elif arr.dtype.kind not in "fiub":
+        elif arr.dtype.kind not in "fiub" and arr.dtype != _dtype.bfloat16:
             raise TypeError(f"tensor: can't convert data of dtype {arr.dtype} (from {type(data).__name__})")
     else:
         arr = np.array(data, dtype=d)

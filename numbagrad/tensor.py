@@ -26,7 +26,7 @@ def _as_array(x, dtype=None):
     if dtype is None:
         if a.dtype == np.float64 and not isinstance(x, (np.ndarray, np.generic)):
             a = a.astype(_dtype.get_default_dtype())
-        elif a.dtype.kind not in "fiub":
+        elif a.dtype.kind not in "fiub" and a.dtype != _dtype.bfloat16:
             raise TypeError(f"tensor: unsupported data of dtype {a.dtype}")
     return a
 
@@ -236,7 +236,7 @@ class Tensor:
         return self._version.value
 
     def is_floating_point(self):
-        return self.array.dtype.kind == "f"
+        return _dtype.is_float(self.array.dtype)
 
     def is_contiguous(self):
         return bool(self.array.flags.c_contiguous)
@@ -248,13 +248,16 @@ class Tensor:
 
     def __repr__(self):
         from .backend import backend_of
-        body = np.array2string(np.asarray(backend_of(self.array).to_numpy(self.array)), separator=", ", precision=4,
+        host = np.asarray(backend_of(self.array).to_numpy(self.array))
+        if host.dtype == _dtype.bfloat16:  # NumPy formats bfloat16 without a precision
+            host = host.astype(np.float32)
+        body = np.array2string(host, separator=", ", precision=4,
                                prefix="tensor(")
         extras = []
         dev = backend_of(self.array).device
         if dev.type != "cpu":
             extras.append(f"device='{dev}'")
-        if self.array.dtype != _dtype.get_default_dtype() and self.array.dtype.kind == "f" or \
+        if self.array.dtype != _dtype.get_default_dtype() and _dtype.is_float(self.array.dtype) or \
                 self.array.dtype.kind not in "fi" or self.array.dtype == np.int32:
             extras.append(f"dtype={self.array.dtype}")
         if self.grad_fn is not None:
@@ -341,6 +344,9 @@ class Tensor:
     def half(self):
         return self.to(_dtype.float16)
 
+    def bfloat16(self):
+        return self.to(_dtype.bfloat16)
+
     def long(self):
         return self.to(_dtype.int64)
 
@@ -361,7 +367,7 @@ class Tensor:
         if self.grad_fn is not None and not requires_grad:
             raise RuntimeError("requires_grad_(False): you can only change requires_grad of leaf "
                                "tensors; use .detach() for a non-leaf")
-        if requires_grad and self.array.dtype.kind not in "fc":
+        if requires_grad and self.array.dtype.kind not in "fc" and not _dtype.is_float(self.array.dtype):
             raise RuntimeError(f"requires_grad_(): only tensors of floating point dtype can require "
                                f"gradients, got {self.array.dtype}")
         self.requires_grad = bool(requires_grad)

@@ -9,18 +9,18 @@ from .tensor import Tensor
 
 pi, e, inf, nan = math.pi, math.e, math.inf, math.nan
 newaxis = None
-finfo = np.finfo
+finfo = _dtype.finfo
 """``finfo(dtype)``: ``eps``, ``tiny``, ``max``, ``min``, ``bits`` of a float dtype (NumPy's
-object; numbagrad's dtypes are NumPy dtypes)."""
+object; numbagrad's dtypes are NumPy dtypes; ``ml_dtypes.finfo`` for bfloat16)."""
 iinfo = np.iinfo
 
 
 def is_floating_point(input):
-    return input.dtype.kind == "f"
+    return _dtype.is_float(input.dtype)
 
 
 def is_signed(input):
-    return input.dtype.kind in "fi"
+    return input.dtype.kind in "fi" or input.dtype == _dtype.bfloat16
 
 
 def promote_types(type1, type2):

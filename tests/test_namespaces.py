@@ -1,7 +1,7 @@
 """torch namespaces that programs import or touch at the top (``torch.accelerator``,
 ``torch.backends.*``, ``torch.onnx``, ``torch.amp``, ``torch.utils.tensorboard``,
 ``torch.distributed``, ``torch.nn.parallel``, ``torch.nn.modules.*``, ``torch.save``,
-``torch.bfloat16``): every path imports; what reports on the machine reports what this
+``torch.bfloat16``, now ``ml_dtypes.bfloat16``): every path imports; what reports on the machine reports what this
 machine has; features numbagrad lacks raise with the documented message; the
 ``nn.modules`` paths hold numbagrad.nn's own classes, grouped as torch groups them."""
 import importlib
@@ -268,17 +268,16 @@ def test_distributed_has_no_process_group():
             torch.distributed.get_rank()
 
 
-# ---- dtypes numbagrad lacks ------------------------------------------------------------------
-def test_bfloat16_raises_attribute_error_saying_not_yet():
-    with pytest.raises(AttributeError, match=r"numbagrad\.bfloat16 " + NOT_YET + " the bfloat16 dtype"):
-        ng.bfloat16
-    assert not hasattr(ng, "bfloat16")
+# ---- dtypes ----------------------------------------------------------------------------------
+def test_bfloat16_is_ml_dtypes_bfloat16():
+    import ml_dtypes
+    assert ng.bfloat16 is ng.dtype(ml_dtypes.bfloat16)  # tests/test_bfloat16.py tests its use
     with pytest.raises(AttributeError, match="module 'numbagrad' has no attribute 'no_such_name'"):
         ng.no_such_name
     assert ng.float16 is not None and getattr(ng, "nope", 7) == 7
     ns = {}
     exec("from numbagrad import *", ns)
-    assert ns["tensor"] is ng.tensor and "bfloat16" not in ns
+    assert ns["tensor"] is ng.tensor and ns["bfloat16"] is ng.bfloat16
 
 
 # ---- nn.modules ------------------------------------------------------------------------------

@@ -59,7 +59,7 @@ AVX2_PATHS = ["tests/optim/test_optim_parity.py", "tests/optim/test_optim_adamx.
               "tests/optim/test_optim_adaptive.py", "tests/optim/test_optim_lbfgs.py",
               "tests/optim/test_optim_rounding.py", "tests/optim/test_lr_scheduler.py", "tests/ops",
               "tests/nn/test_loss_ctc.py", "tests/nn/test_loss_metric.py", "tests/nn/test_loss_pointwise.py",
-              "tests/nn/test_nn_loss.py"]
+              "tests/nn/test_nn_loss.py", "tests/test_bfloat16.py"]
 AVX2_SELECT = "not parallel and not twin and not serial and not provider and not openmp"
 AVX2_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
             "NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": "",

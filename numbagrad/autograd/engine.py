@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 
+from .._dtype import is_float as _is_float
 from ..backend import backend_of
 from .anomaly import _anomaly
 from .function import Function
@@ -75,7 +76,7 @@ def _check_shape(node, i, g, shape, dtype, what):
 
 
 def _check_finite(node, i, g):
-    if g.dtype.kind == "f" and not backend_of(g).all_finite(g):
+    if _is_float(g.dtype) and not backend_of(g).all_finite(g):
         where = "".join(node._trace[-6:]) if node._trace else "(forward trace not recorded)\n"
         raise RuntimeError(
             f"Function '{type(node).__name__}' returned nan or inf values in its {i}th output "

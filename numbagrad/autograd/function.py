@@ -54,6 +54,11 @@ class Function:
     # either are seen by the graph.
     view_of = None
 
+    # False: bfloat16 arrays reach ``forward`` as float32 and float32 results are rounded
+    # back (see ``_bf16_forward`` below). True: ``forward`` takes bfloat16 arrays as they are
+    # (casts, device moves, and every ``view_of`` op, whose output must view the input).
+    takes_bfloat16 = False
+
     @staticmethod
     def forward(ctx, *args):
         raise NotImplementedError
@@ -111,9 +116,14 @@ class Function:
         needs = []
         any_req = False
         collect = _tls.collect
+        bf16 = _BF16
+        any_bf = False
         for a in args:
             if isinstance(a, Tensor):
-                arrays.append(a.array)
+                arr = a.array
+                if arr.dtype is bf16:  # the one dtype check per argument on the fast path
+                    any_bf = True
+                arrays.append(arr)
                 r = a.requires_grad
                 needs.append(r)
                 if r:
@@ -124,7 +134,10 @@ class Function:
                 arrays.append(a)
                 needs.append(False)
         ctx.needs_input_grad = tuple(needs)
-        out = cls.forward(ctx, *arrays)
+        if any_bf and not cls.takes_bfloat16 and cls.view_of is None:
+            out = _bf16_forward(cls, ctx, args, arrays)
+        else:
+            out = cls.forward(ctx, *arrays)
         multi = type(out) is tuple
         if not (any_req and _state.enabled):
             result = tuple(_wrap_plain(o) for o in out) if multi else _wrap_plain(out)
@@ -200,12 +213,80 @@ def _record_saved_versions(ctx, args, outputs):
         ctx.__dict__["_saved_versions"] = versions
 
 
+# ---- bfloat16 storage ------------------------------------------------------------------------
+# On the CPU bfloat16 is a storage type (numba has no bfloat16): an op whose Tensor arguments
+# include bfloat16 arrays runs its forward on float32 copies of them; when every floating
+# Tensor argument was bfloat16 its float32 results are rounded back to bfloat16 (round to
+# nearest even), otherwise (bfloat16 meeting float32) they stay float32, as torch promotes.
+# Backward mirrors it: gradients of rounded outputs are widened to float32 for the op's
+# backward, and each returned input gradient is rounded to its input's dtype, so a bfloat16
+# tensor's gradient is bfloat16 (as in torch). The wrapper is an instance attribute of the
+# node (the engine calls ``node.backward(node, *grads)``), so float32 graphs never see it.
+def _bf16_forward(cls, ctx, args, arrays):
+    all_bf = True
+    for i, a in enumerate(args):
+        if isinstance(a, Tensor):
+            arr = a.array
+            if arr.dtype is _BF16:
+                arrays[i] = backend_of(arr).astype(arr, _F32)
+            elif _is_float(arr.dtype):
+                all_bf = False
+    out = cls.forward(ctx, *arrays)
+    multi = type(out) is tuple
+    outs = out if multi else (out,)
+    if all_bf:
+        wide = outs
+        outs = tuple(_bf16_round(o) for o in outs)
+        if ctx._non_diff:  # marked outputs are known by identity: follow them to the rounded ones
+            ctx._non_diff = tuple(next((n for w, n in zip(wide, outs) if w is nd), nd) for nd in ctx._non_diff)
+    in_bf = tuple(isinstance(a, Tensor) and a.array.dtype is _BF16 for a in args)
+    ctx.__dict__["backward"] = _Bf16Backward(cls.backward, in_bf)
+    return outs if multi else outs[0]
+
+
+def _bf16_round(o):
+    """A float32 forward result as bfloat16 (other results unchanged)."""
+    if not isinstance(o, _ARRAY_TYPES):
+        o = np.asarray(o)
+    return backend_of(o).astype(o, _BF16) if o.dtype == _F32 else o
+
+
+class _Bf16Backward:
+    """A node's ``backward`` seen through the bfloat16 storage rule (see above)."""
+
+    __slots__ = ("fn", "in_bf")
+
+    def __init__(self, fn, in_bf):
+        self.fn, self.in_bf = fn, in_bf  # the op's backward; which inputs were bfloat16
+
+    def __call__(self, ctx, *grads):
+        grads = tuple(_bf16_widen_grad(g) for g in grads)
+        res = self.fn(ctx, *grads)
+        single = type(res) is not tuple
+        res = (res,) if single else res
+        res = tuple(_bf16_round_grad(g) if bf and g is not None else g
+                    for g, bf in zip(res, self.in_bf + (False,) * (len(res) - len(self.in_bf))))
+        return res[0] if single else res
+
+
+def _bf16_widen_grad(g):
+    return g if g is None or g.dtype is not _BF16 else backend_of(g).astype(g, _F32)
+
+
+def _bf16_round_grad(g):
+    if isinstance(g, Tensor):  # a backward may return Tensors (the engine unwraps them)
+        g = g.array
+    if not isinstance(g, _ARRAY_TYPES):
+        g = np.asarray(g)
+    return g if g.dtype is _BF16 else backend_of(g).astype(g, _BF16)
+
+
 def _wrap_out(ctx, o, i):
     """Wrap output ``i`` of a recorded node: differentiable unless integer/bool or marked."""
     if not isinstance(o, _ARRAY_TYPES):
         o = np.asarray(o)  # NumPy ufuncs return scalars for 0-d inputs
     non_diff = ctx._non_diff
-    if o.dtype.kind not in "fc" or (non_diff and any(o is nd for nd in non_diff)):
+    if (o.dtype.kind not in "fc" and o.dtype is not _BF16) or (non_diff and any(o is nd for nd in non_diff)):
         return _wrap_plain(o)
     t = Tensor.__new__(Tensor)
     t.array = o
@@ -233,3 +314,5 @@ def _wrap_plain(o):
 
 
 from ..tensor import Tensor, _Version, _ARRAY_TYPES, _as_array  # noqa: E402
+from ..backend import backend_of  # noqa: E402
+from .._dtype import bfloat16 as _BF16, float32 as _F32, is_float as _is_float  # noqa: E402

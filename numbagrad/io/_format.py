@@ -14,7 +14,8 @@ Layout (format ``numbagrad.checkpoint``, version 1; readable with plain h5py)
   and not ``format``, ``format_version`` or ``numbagrad_version`` at the root, else
   ``#<i>``. ``meta`` is ``{"device": "cpu", "requires_grad": false}`` for a tensor,
   ``{}`` for an array, with ``"0d": true`` added where a 0-d value is stored with shape
-  ``(1,)``.
+  ``(1,)``, and ``"dtype": "bfloat16"`` where bfloat16 data is stored as its ``uint16``
+  bits (HDF5 has no bfloat16 type).
 * A tensor or array is a dataset at ``name`` (``kind`` ``tensor``, ``parameter`` or
   ``ndarray``) whose one attribute, ``ng_type``, repeats its kind for plain-h5py readers;
   ``load`` reads no dataset attribute: the parent's ``ng_items`` has all it needs, under
@@ -66,7 +67,7 @@ import zlib
 import numpy as np
 from numba import njit
 
-from .. import __version__
+from .. import __version__, _dtype
 from ..backend import config
 from ..tensor import Tensor
 from ._atomic import atomic_path
@@ -95,12 +96,12 @@ def _is_parameter(t):
 def _check(obj, path, seen):
     """Refuse what the format cannot hold, before anything is written."""
     if isinstance(obj, Tensor):
-        if obj.dtype.kind not in _ARRAY_KINDS:
+        if obj.dtype.kind not in _ARRAY_KINDS and obj.dtype != _dtype.bfloat16:
             raise TypeError(f"numbagrad.save: tensor of dtype {obj.dtype} at key {_fmt_path(path)} "
                             "cannot be stored")
         return
     if isinstance(obj, np.ndarray):
-        if obj.dtype.kind not in _ARRAY_KINDS or obj.dtype.fields is not None:
+        if (obj.dtype.kind not in _ARRAY_KINDS and obj.dtype != _dtype.bfloat16) or obj.dtype.fields is not None:
             raise TypeError(f"numbagrad.save: NumPy array of dtype {obj.dtype} at key {_fmt_path(path)} cannot "
                             "be stored (only bool, integer, float and complex arrays)")
         return
@@ -365,6 +366,9 @@ class _Writer:
             kind, arr, meta = "ndarray", v, {}
         else:
             return self.scalar(g.id, name, v), None
+        if arr.dtype == _dtype.bfloat16:  # HDF5 has no bfloat16: its bits as uint16, tagged in ng_items
+            arr = arr.view(np.uint16)
+            meta["dtype"] = "bfloat16"
         _put_str(self.dataset(g, name, arr), "ng_type", kind)  # for plain h5py readers; load reads ng_items
         if arr.ndim == 0:
             meta["0d"] = True
@@ -691,7 +695,9 @@ class _Reader:
         zero_d = meta.get("0d", False)
         dev = meta.get("device", "cpu")
         rg = meta.get("requires_grad", False)
+        bf16 = meta.get("dtype") == "bfloat16"
         if not (zero_d is True or zero_d is False) or not isinstance(dev, str) or not isinstance(rg, bool) \
+                or meta.get("dtype", "bfloat16") != "bfloat16" \
                 or (kind == "ndarray" and ("device" in meta or "requires_grad" in meta)):
             raise self.fail(f"damaged metadata {meta!r} of dataset {sub!r}", path)
         try:
@@ -717,6 +723,10 @@ class _Reader:
                     dsid.read(h5py.h5s.ALL, h5py.h5s.ALL, arr)
         except (OSError, ValueError, RuntimeError, TypeError, KeyError) as e:
             raise self.fail(f"cannot read dataset {sub!r} ({_first_line(e)})", path) from None
+        if bf16:
+            if arr.dtype != np.uint16:
+                raise self.fail(f"bfloat16 dataset {sub!r} stored as {arr.dtype}, expected uint16", path)
+            arr = arr.view(_dtype.bfloat16)
         if zero_d:
             arr = arr.reshape(())
         if kind == "ndarray":

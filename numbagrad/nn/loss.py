@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from ..autograd.function import Function
+from .. import _dtype
 from ..backend import backend_of
 from ..tensor import Tensor
 from .module import Module
@@ -210,9 +211,9 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         target = Tensor(np.asarray(target))
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
-    if input.array.dtype.kind != "f":
+    if not _dtype.is_float(input.array.dtype):
         raise TypeError(f"cross_entropy: expected floating point logits, got dtype {input.dtype}")
-    soft = target.array.dtype.kind == "f"
+    soft = _dtype.is_float(target.array.dtype)
     if not soft and target.array.dtype.kind not in "iu":
         raise TypeError(f"cross_entropy: target must hold integer class indices or floating class "
                         f"probabilities, got dtype {target.dtype}")
@@ -221,8 +222,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     else:
         x2, t2, out_shape = _rows_first(input, target, "cross_entropy", soft)
     c = x2.shape[1]
-    half = x2.array.dtype == np.float16
-    if half:  # CPU @njit has no float16: compute in float32, cast back
+    half = x2.array.dtype if x2.array.dtype.itemsize == 2 else None  # float16 or bfloat16
+    if half is not None:  # CPU @njit has no float16/bfloat16: compute in float32, cast back
         from ..ops.shape import cast
         x2 = cast(x2, np.dtype(np.float32))
     w = _weight_array(weight, c, x2.dtype, "cross_entropy")
@@ -232,8 +233,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         out = CrossEntropy.apply(x2, t2, w, int(ignore_index), reduction, float(label_smoothing))
     if reduction == "none" and out_shape is not None and tuple(out.shape) != out_shape:
         out = out.reshape(out_shape)
-    if half:
-        out = cast(out, np.dtype(np.float16))
+    if half is not None:
+        out = cast(out, half)
     return out
 
 

@@ -446,7 +446,7 @@ class Module:
             else:
                 dtype = a
         dtype = _dtype.as_dtype(dtype)
-        if dtype is not None and dtype.kind not in "fc":
+        if dtype is not None and not _dtype.is_float(dtype):
             raise TypeError(f"nn.Module.to only accepts floating point dtypes, but got desired dtype={dtype}")
 
         def convert(arr):
@@ -454,7 +454,7 @@ class Module:
             out = t
             if dev is not None:
                 out = out.to(device=dev)
-            if dtype is not None and arr.dtype.kind in "fc" and arr.dtype != dtype:
+            if dtype is not None and _dtype.is_float(arr.dtype) and arr.dtype != dtype:
                 out = out.to(dtype)
             return out.array
 
@@ -468,6 +468,9 @@ class Module:
 
     def half(self):
         return self.to(_dtype.float16)
+
+    def bfloat16(self):
+        return self.to(_dtype.bfloat16)
 
     def type(self, dst_type):
         return self.to(dst_type)

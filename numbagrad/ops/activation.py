@@ -116,7 +116,7 @@ def _float_input(input, name):
     from .shape import cast
     x = as_tensor_arg(input, name)
     d = x.dtype
-    if d.kind != "f":
+    if d.kind != "f" and not _dtype.is_float(d):
         return cast(x, _dtype.get_default_dtype()), None
     if d == np.float16:
         return cast(x, _dtype.float32), d

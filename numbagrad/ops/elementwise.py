@@ -6,6 +6,7 @@ gradient back to each input's shape (``backend.sum_to_shape``).
 import numpy as np
 
 from .. import _dtype
+from .._dtype import is_float as _isf
 from ..autograd.function import Function
 from ..backend import backend_of
 from ..tensor import Tensor
@@ -184,10 +185,9 @@ def div(input, other, rounding_mode=None):
     """True division (``rounding_mode=None``), or ``'floor'``/``'trunc'`` division."""
     a, b = binary_operands(input, other, "div")
     if rounding_mode is None:
-        if not (isinstance(a, Tensor) and a.dtype.kind == "f" or isinstance(b, Tensor) and b.dtype.kind == "f"
+        if not (isinstance(a, Tensor) and _isf(a.dtype) or isinstance(b, Tensor) and _isf(b.dtype)
                 or isinstance(a, np.floating) or isinstance(b, np.floating)):
             from .shape import cast
-            from .. import _dtype
             d = _dtype.get_default_dtype()
             a = cast(a, d) if isinstance(a, Tensor) else d.type(a)
             b = cast(b, d) if isinstance(b, Tensor) else d.type(b)
@@ -202,7 +202,7 @@ def true_divide(input, other):
 
 def floor_divide(input, other):
     a, b = binary_operands(input, other, "floor_divide")
-    if (isinstance(a, Tensor) and a.dtype.kind in "iub") and not (isinstance(b, Tensor) and b.dtype.kind == "f"):
+    if (isinstance(a, Tensor) and a.dtype.kind in "iub") and not (isinstance(b, Tensor) and _isf(b.dtype)):
         aa = a.array if isinstance(a, Tensor) else a
         bb = b.array if isinstance(b, Tensor) else b
         return Tensor._from_array(be_of(aa, bb).asarray(np.floor_divide(aa, bb)))
@@ -252,9 +252,8 @@ def _unary(name, forward, backward, saves="x", doc=""):
     def op(input):
         if not isinstance(input, Tensor):
             input = as_tensor_arg(input, name)
-        if input.dtype.kind != "f" and name not in _INT_OK:
+        if input.dtype.kind != "f" and not _isf(input.dtype) and name not in _INT_OK:
             from .shape import cast
-            from .. import _dtype
             input = cast(input, _dtype.get_default_dtype())
         return Op.apply(input)
 

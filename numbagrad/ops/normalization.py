@@ -101,10 +101,10 @@ class LayerNormFn(Function):
 def _float_input(x, opname):
     """(x in a kernel dtype, dtype to cast the result back to or None)."""
     dt = x.dtype
-    if dt.kind != "f":
+    if dt.kind != "f" and not _dtype.is_float(dt):
         raise RuntimeError(f"{opname}: expected a floating-point input, got {dt} "
                            f"(shape {tuple(x.shape)})")
-    if dt == np.float16:
+    if dt.itemsize == 2:  # float16 or bfloat16: no CPU @njit type
         from .shape import cast
         return cast(x, _dtype.float32), dt
     return x, None

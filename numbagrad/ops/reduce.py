@@ -6,6 +6,7 @@ import math
 import numpy as np
 
 from ..autograd.function import Function
+from .. import _dtype
 from ..backend import backend_of
 from ..tensor import Tensor
 from ._util import as_tensor_arg, norm_axis
@@ -39,7 +40,6 @@ def sum(input, dim=None, keepdim=False, dtype=None):
     """Sum over ``dim`` (all dims if None). Integer and bool inputs sum to int64, as in PyTorch."""
     input = as_tensor_arg(input, "sum")
     if dtype is not None:
-        from .. import _dtype
         input = input.to(_dtype.as_dtype(dtype))
     elif input.dtype.kind in "biu":
         input = input.long()
@@ -51,7 +51,7 @@ def mean(input, dim=None, keepdim=False, dtype=None):
     input = as_tensor_arg(input, "mean")
     if dtype is not None:
         input = input.to(dtype)
-    if input.dtype.kind != "f":
+    if not _dtype.is_float(input.dtype):
         raise RuntimeError(f"mean: could not infer output dtype; input dtype must be floating "
                            f"point, got {input.dtype}")
     axes = _axes_or_all(dim, input, "mean")

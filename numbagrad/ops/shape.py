@@ -9,6 +9,8 @@ from ._util import as_tensor_arg, norm_axis
 
 # ---- casts and devices ----------------------------------------------------------------------
 class Cast(Function):
+    takes_bfloat16 = True  # the backend casts bfloat16 <-> float32 by numbagrad's RNE kernels
+
     @staticmethod
     def forward(ctx, x, dtype):
         ctx.src = x.dtype
@@ -27,6 +29,8 @@ def cast(input, dtype):
 
 
 class ToDevice(Function):
+    takes_bfloat16 = True
+
     @staticmethod
     def forward(ctx, x, dev):
         src = backend_of(x)

@@ -88,7 +88,7 @@ def _prepare(input, dim, dtype, name, stacklevel):
     if dtype is not None:
         x = cast(x, _dtype.as_dtype(dtype))
     back = None
-    if x.dtype.kind != "f":
+    if x.dtype.kind != "f" and not _dtype.is_float(x.dtype):
         x = cast(x, _dtype.get_default_dtype())
     elif x.dtype == np.float16:
         back = x.dtype

@@ -20,7 +20,7 @@ the result of an op (not a leaf, not an argument) must be passed as an argument.
 from ..autograd.function import Function, _collecting
 from ..autograd.grad_mode import _state, enable_grad, no_grad
 from ..tensor import Tensor
-from .. import random as _random
+from .. import _dtype, random as _random
 from ..nn.container import fused_pair, run_sequence
 
 __all__ = ["checkpoint", "checkpoint_sequential"]
@@ -89,7 +89,7 @@ class _Checkpoint(Function):
         finally:
             if keep is not None:
                 _random.default_generator.set_state(keep)
-        outs = [t for t in _flatten(out, []) if t.dtype.kind in "fc"]
+        outs = [t for t in _flatten(out, []) if _dtype.is_float(t.dtype)]
         if len(outs) != len(grads):
             raise RuntimeError(f"checkpoint: the recomputation of {seg.name} returned {len(outs)} floating-point "
                                f"tensors, the first run {len(grads)}: the function must return the same outputs "
@@ -141,7 +141,7 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism
     seg.outer = outer
     out_tensors = _flatten(out, [])
     wants = any(t.requires_grad for t in arg_tensors) or bool(outer)
-    diff = [t for t in out_tensors if t.dtype.kind in "fc"]
+    diff = [t for t in out_tensors if _dtype.is_float(t.dtype)]
     if not wants:
         return out
     if not diff:

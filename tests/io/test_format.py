@@ -267,3 +267,17 @@ def test_load_reads_no_dataset_attribute(tmp_path):
     back = ng.load(tmp_path / "c.ckpt")
     same(obj, back)
     assert back["w"].requires_grad and back["s"].shape == ()
+
+
+def test_bfloat16_round_trips_as_tagged_uint16(tmp_path):
+    """HDF5 has no bfloat16: its bits are stored as uint16 and ng_items tags the dtype."""
+    rng = np.random.default_rng(3)
+    t = ng.tensor(rng.standard_normal((3, 5)).astype(np.float32)).to(ng.bfloat16)
+    obj = {"t": t, "a": np.arange(6, dtype=np.float32).astype(ng.bfloat16), "s": ng.tensor(2.5).to(ng.bfloat16)}
+    ng.save(obj, tmp_path / "bf.ckpt")
+    back = ng.load(tmp_path / "bf.ckpt")
+    assert back["t"].dtype == ng.bfloat16 and back["a"].dtype == ng.bfloat16 and back["s"].shape == ()
+    np.testing.assert_array_equal(back["t"].array.view(np.uint16), t.array.view(np.uint16))
+    np.testing.assert_array_equal(back["a"].view(np.uint16), obj["a"].view(np.uint16))
+    with h5py.File(tmp_path / "bf.ckpt", "r") as f:
+        assert f["t"].dtype == np.uint16
