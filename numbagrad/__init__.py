@@ -34,7 +34,7 @@ _install_operators()
 from . import nn, optim, data, cuda  # noqa: E402,F401
 # torch namespaces that programs import or touch at the top: what they report is what this
 # machine has; features numbagrad lacks raise NotImplementedError when used
-from . import accelerator, amp, backends, distributed, onnx, serialization, utils  # noqa: E402,F401
+from . import accelerator, amp, backends, cpu, distributed, onnx, serialization, utils  # noqa: E402,F401
 from .amp import autocast, GradScaler  # noqa: E402,F401
 from .serialization import save, load  # noqa: E402,F401
 from . import io  # noqa: E402,F401  (checkpoints; above nn/optim/data, which never import it)

@@ -2,7 +2,7 @@
 
 Nothing here initialises CUDA at import; each function does on first call. Memory
 figures come from numbagrad's caching allocator (:mod:`numbagrad.backend.cuda_memory`).
-:mod:`numbagrad.cuda.amp` is ``torch.cuda.amp`` (``GradScaler``; autocast is not available yet).
+:mod:`numbagrad.cuda.amp` is ``torch.cuda.amp`` (``GradScaler``, ``autocast``).
 """
 from ..backend import cuda as _cb
 

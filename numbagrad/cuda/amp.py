@@ -1,5 +1,5 @@
-"""``torch.cuda.amp``: the CUDA spellings of :mod:`numbagrad.amp` (:class:`GradScaler` works;
-autocast is not available yet, ``enabled=False`` works, as in PyTorch)."""
+"""``torch.cuda.amp``: the CUDA spellings of :mod:`numbagrad.amp` (``autocast`` is
+``numbagrad.autocast("cuda", ...)``: without CUDA it warns and disables itself, as torch's)."""
 from .. import amp as _amp
 
 

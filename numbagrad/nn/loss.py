@@ -17,6 +17,7 @@ import numpy as np
 from ..autograd.function import Function
 from .. import _dtype
 from ..backend import backend_of
+from ..ops import _autocast
 from ..tensor import Tensor
 from .module import Module
 
@@ -189,6 +190,7 @@ def _rows_first(input, target, opname, soft):
     return x2, t2, out_shape
 
 
+@_autocast.fp32
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
                   reduction="mean", label_smoothing=0.0):
     """Cross-entropy between logits and class indices (or class probabilities)
@@ -281,6 +283,7 @@ class NLLLossFn(Function):
         return gx, None, None, None, None
 
 
+@_autocast.fp32
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """Negative log-likelihood loss on log-probabilities (``torch.nn.functional.nll_loss``):
     ``-weight[t] * input[n, t]``, reduced like :func:`cross_entropy`."""
@@ -360,6 +363,7 @@ def _pointwise(input, target, reduction, kind, opname):
     return _PointwiseLoss.apply(input, target, reduction, kind)
 
 
+@_autocast.fp32
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Mean squared error (``torch.nn.functional.mse_loss``)."""
     if size_average is not None or reduce is not None:
@@ -367,6 +371,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     return _pointwise(input, target, reduction, "mse", "mse_loss")
 
 
+@_autocast.fp32
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Mean absolute error (``torch.nn.functional.l1_loss``)."""
     if size_average is not None or reduce is not None:

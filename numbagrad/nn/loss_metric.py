@@ -37,6 +37,7 @@ import numpy as np
 from .. import _dtype
 from ..autograd.function import Function
 from ..backend import backend_of
+from ..ops import _autocast
 from ..tensor import Tensor
 from .loss import _Loss, _check_reduction, _legacy_reduction
 from .module import Module
@@ -322,6 +323,7 @@ def _same_ndim(opname, names, ts):
                            + ", ".join(f"{nm} {t.ndim}D {_desc(t)}" for nm, t in zip(names, ts)))
 
 
+@_autocast.fp32
 def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, size_average=None,
                         reduce=None, reduction="mean"):
     """Triplet loss (``torch.nn.functional.triplet_margin_loss``):
@@ -400,6 +402,7 @@ class CosineEmbeddingFn(Function):
         return g1, g2, None, None
 
 
+@_autocast.fp32
 def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, reduce=None, reduction="mean"):
     """Cosine embedding loss (``torch.nn.functional.cosine_embedding_loss``): per pair
     ``1 - cos(x1, x2)`` if ``y = 1`` and ``max(0, cos(x1, x2) - margin)`` if ``y = -1``;
@@ -432,6 +435,7 @@ def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, r
 
 
 # ---- hinge embedding and margin ranking ------------------------------------------------------
+@_autocast.fp32
 def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None, reduction="mean"):
     """Hinge embedding loss (``torch.nn.functional.hinge_embedding_loss``): ``x`` where
     ``y = 1`` and ``max(0, margin - x)`` where ``y = -1``, for input and target of any
@@ -451,6 +455,7 @@ def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=No
     return _cast_back(_reduce(loss, reduction), back)
 
 
+@_autocast.fp32
 def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, reduce=None, reduction="mean"):
     """Margin ranking loss (``torch.nn.functional.margin_ranking_loss``):
     ``max(0, -y * (x1 - x2) + margin)``; all three tensors must have the same number of

@@ -32,6 +32,7 @@ import numpy as np
 from .. import _dtype
 from ..autograd.function import Function
 from ..backend import backend_of
+from ..ops import _autocast
 from ..tensor import Tensor
 from .loss import (_Loss, _WeightedLoss, _check_reduction, _empty, _legacy_reduction, _report_bad_targets,
                    _rows_first, _scalar_out)
@@ -241,6 +242,7 @@ def _smooth(input, target, reduction, kind, c, opname):
     return _finish(_SmoothFn.apply(input, target, reduction, kind, float(c)), half)
 
 
+@_autocast.fp32
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """Smooth L1 loss (``torch.nn.functional.smooth_l1_loss``): ``0.5 d^2 / beta`` where
     ``|d| < beta``, else ``|d| - 0.5 beta``, ``d = input - target`` (broadcast);
@@ -251,6 +253,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     return _smooth(input, target, reduction, 0, beta, "smooth_l1_loss")
 
 
+@_autocast.fp32
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     """Huber loss (``torch.nn.functional.huber_loss``): ``0.5 d^2`` where ``|d| < delta``,
     else ``delta (|d| - 0.5 delta)``. ``weight`` (input's shape, as PyTorch) scales each
@@ -319,6 +322,7 @@ class _PoissonNLLFn(Function):
         return gx, gt, None, None, None, None
 
 
+@_autocast.fp32
 def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
                      reduction="mean"):
     """Poisson negative log-likelihood (``torch.nn.functional.poisson_nll_loss``):
@@ -440,6 +444,7 @@ class _BCEFn(Function):
         return gx, gy, None, None
 
 
+@_autocast.fp32
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
     """Binary cross-entropy on probabilities (``torch.nn.functional.binary_cross_entropy``):
     ``-w (t log x + (1 - t) log(1 - x))`` with each log clamped at -100, as PyTorch (so
@@ -529,6 +534,7 @@ class _BCEWithLogitsFn(Function):
         return gx, gy, None, None, None
 
 
+@_autocast.fp32
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
                                      reduction="mean", pos_weight=None):
     """Binary cross-entropy on logits (``torch.nn.functional.binary_cross_entropy_with_logits``):
@@ -586,6 +592,7 @@ class _KLDivFn(Function):
         return gx, gt, None, None, None
 
 
+@_autocast.fp32
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
     """Kullback-Leibler divergence (``torch.nn.functional.kl_div``) of log-probabilities
     ``input`` from ``target`` (probabilities, or log-probabilities with ``log_target``):
@@ -804,6 +811,7 @@ class _MultiMarginFn(Function):
         return k, None, None, None, None, None
 
 
+@_autocast.fp32
 def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None,
                       reduction="mean"):
     """Multi-class hinge loss (``torch.nn.functional.multi_margin_loss``): per sample,

@@ -17,6 +17,7 @@ import warnings
 
 import numpy as np
 
+from .. import _autocast_state
 from ..ops import rnn as _F
 from . import init
 from .module import Module
@@ -25,6 +26,12 @@ from .parameter import Parameter, factory_dtype
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 
 _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
+
+
+def _autocast_on(input):
+    """Whether an autocast region for ``input``'s device is open: then the LSTM and RNN
+    sequence ops cast input and weights to one dtype themselves (``ops/_autocast.py``)."""
+    return _autocast_state.is_autocast_enabled("cpu" if type(input.array) is np.ndarray else "cuda")
 
 
 class RNNBase(Module):
@@ -122,7 +129,7 @@ class RNNBase(Module):
             raise ValueError(f"{name}: Expected input to be 2D or 3D, got {input.ndim}D tensor instead "
                              f"(input {tuple(input.shape)} {input.dtype})")
         w0 = self._parameters[self._flat_weights_names[0]]
-        if input.dtype != w0.dtype:
+        if input.dtype != w0.dtype and not (self.mode != "GRU" and _autocast_on(input)):
             raise ValueError(f"RNN input dtype ({input.dtype}) does not match weight dtype ({w0.dtype}). "
                              f"Convert input: input.to({w0.dtype}), or convert model: "
                              f"model.to({input.dtype})")

@@ -62,6 +62,7 @@ one ``(M, N)`` buffer fewer per step for relu / tanh / sigmoid, it also saves me
 from .. import _dtype
 from ..autograd.function import Function
 from ..backend import backend_of
+from ._autocast import lower_precision
 from ._util import as_tensor_arg
 
 __all__ = ["linear_act"]
@@ -153,6 +154,7 @@ def _composed(x, w, b, act):
     return getattr(A, act)(y)
 
 
+@lower_precision
 def linear_act(input, weight, bias=None, activation="relu"):
     """``activation(input @ weight.T + bias)`` as one fused node.
 

@@ -3,6 +3,7 @@ import numpy as np
 
 from ..autograd.function import Function
 from ..backend import backend_of
+from ._autocast import lower_precision
 from ._util import as_tensor_arg
 
 
@@ -62,6 +63,7 @@ def _check(a, b, opname):
                            f"{a.dtype} and {b.dtype}")
 
 
+@lower_precision
 def matmul(input, other):
     """Matrix product with NumPy/PyTorch broadcasting rules."""
     input = as_tensor_arg(input, "matmul")
@@ -70,12 +72,14 @@ def matmul(input, other):
     return MatMul.apply(input, other)
 
 
+@lower_precision
 def mm(input, mat2):
     if input.ndim != 2 or mat2.ndim != 2:
         raise RuntimeError(f"mm: expected 2-D tensors, got shapes {tuple(input.shape)} and {tuple(mat2.shape)}")
     return matmul(input, mat2)
 
 
+@lower_precision
 def bmm(input, mat2):
     if input.ndim != 3 or mat2.ndim != 3 or input.shape[0] != mat2.shape[0]:
         raise RuntimeError(f"bmm: expected 3-D tensors with equal batch size, got shapes "
@@ -86,12 +90,12 @@ def bmm(input, mat2):
 def dot(input, other):
     if input.ndim != 1 or other.ndim != 1:
         raise RuntimeError(f"dot: expected 1-D tensors, got shapes {tuple(input.shape)} and {tuple(other.shape)}")
-    return matmul(input, other)
+    return matmul.__wrapped__(input, other)  # not autocast-listed in torch: no cast
 
 
 def outer(input, vec2):
     from .shape import unsqueeze
-    return matmul(unsqueeze(input, 1), unsqueeze(vec2, 0))
+    return matmul.__wrapped__(unsqueeze(input, 1), unsqueeze(vec2, 0))  # not autocast-listed
 
 
 class Linear(Function):
@@ -122,6 +126,7 @@ class Linear(Function):
         return gx, gw, gb
 
 
+@lower_precision
 def linear(input, weight, bias=None):
     """``input @ weight.T + bias`` (``torch.nn.functional.linear``)."""
     if type(input.array) is not type(weight.array) or bias is not None and type(bias.array) is not type(input.array):
@@ -205,6 +210,7 @@ class Einsum(Function):
         return (None, None, None, *grads)
 
 
+@lower_precision
 def einsum(equation, *operands):
     """Einstein summation (``torch.einsum``): ``einsum("bij,bjk->bik", a, b)``; operands may
     also come as one list. Implicit output, ``...`` and any number of operands; the gradient

@@ -9,6 +9,7 @@ from ..autograd.function import Function
 from .. import _dtype
 from ..backend import backend_of
 from ..tensor import Tensor
+from ._autocast import fp32
 from ._util import as_tensor_arg, norm_axis
 from . import elementwise as ew
 
@@ -111,6 +112,7 @@ class Prod(Function):
         return (g * others).astype(x.dtype, copy=False), None, None
 
 
+@fp32
 def prod(input, dim=None, keepdim=False, dtype=None):
     input = as_tensor_arg(input, "prod")
     if dtype is not None:

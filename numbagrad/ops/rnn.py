@@ -51,6 +51,7 @@ import numpy as np
 from ..autograd.function import Function
 from ..backend import backend_of
 from ..tensor import Tensor
+from ._autocast import lower_precision
 from ._util import as_tensor_arg
 from ..kernels.cpu._blas import mm_into as _mm_into, serial_private_blas
 
@@ -694,6 +695,7 @@ def _run_layers(mode, input, hx, params, has_biases, num_layers, dropout, train,
     return out, join(hn), (join(cn) if cn else None)
 
 
+@lower_precision
 def lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
     """A multi-layer LSTM over a whole sequence (``torch.lstm``; what ``nn.LSTM`` runs).
 
@@ -726,6 +728,7 @@ def gru(input, hx, params, has_biases, num_layers, dropout, train, bidirectional
     return out, h
 
 
+@lower_precision
 def rnn_tanh(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
     """A multi-layer Elman RNN with tanh (``torch.rnn_tanh``); see :func:`gru`."""
     out, h, _ = _run_layers("RNN_TANH", input, (hx,), params, has_biases, num_layers, dropout, train,
@@ -733,6 +736,7 @@ def rnn_tanh(input, hx, params, has_biases, num_layers, dropout, train, bidirect
     return out, h
 
 
+@lower_precision
 def rnn_relu(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
     """A multi-layer Elman RNN with relu (``torch.rnn_relu``); see :func:`gru`."""
     out, h, _ = _run_layers("RNN_RELU", input, (hx,), params, has_biases, num_layers, dropout, train,
