@@ -240,6 +240,16 @@ def signbit(input):
 
 
 # ---- two-argument functions with their own Function -----------------------------------------
+def _float_operands(a, b):
+    """Normalised operands ``a, b``, both in the default float dtype when neither is a
+    floating tensor (integer inputs give a float result, as in torch)."""
+    if any(isinstance(t, Tensor) and _dtype.is_float(t.dtype) for t in (a, b)):
+        return a, b
+    from .shape import cast
+    d = _dtype.get_default_dtype()
+    return (cast(a, d) if isinstance(a, Tensor) else d.type(a)), (cast(b, d) if isinstance(b, Tensor) else d.type(b))
+
+
 def _bin_op(name, forward, backward, doc):
     """A binary op on float operands: ``forward(a, b) -> y`` and
     ``backward(a, b, y, g) -> (da, db)`` on backend arrays; gradients are summed back to
@@ -266,12 +276,7 @@ def _bin_op(name, forward, backward, doc):
 
     def op(input, other):
         a, b = binary_operands(input, other, name)
-        if not any(isinstance(t, Tensor) and t.dtype.kind == "f" for t in (a, b)):
-            from .shape import cast
-            d = _dtype.get_default_dtype()
-            a = cast(a, d) if isinstance(a, Tensor) else d.type(a)
-            b = cast(b, d) if isinstance(b, Tensor) else d.type(b)
-        return Op.apply(a, b)
+        return Op.apply(*_float_operands(a, b))
 
     op.__name__ = name
     op.__doc__ = doc
@@ -350,12 +355,7 @@ class _CopySign(Function):
 def copysign(input, other):
     """``|input|`` with the sign of ``other``; the gradient flows to ``input`` only."""
     a, b = binary_operands(input, other, "copysign")
-    if not any(isinstance(t, Tensor) and t.dtype.kind == "f" for t in (a, b)):
-        from .shape import cast
-        d = _dtype.get_default_dtype()
-        a = cast(a, d) if isinstance(a, Tensor) else d.type(a)
-        b = cast(b, d) if isinstance(b, Tensor) else d.type(b)
-    return _CopySign.apply(a, b)
+    return _CopySign.apply(*_float_operands(a, b))
 
 
 # ---- in-place forms ---------------------------------------------------------------------------

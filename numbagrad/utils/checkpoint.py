@@ -112,6 +112,8 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism
     again (see the module docstring). ``function`` may be any callable or Module;
     arguments may be tensors (requiring grad or not) or anything else, outputs nested
     tuples/lists/dicts of tensors and other values."""
+    if not callable(function):
+        raise TypeError(f"checkpoint: function must be a callable or Module, got {type(function).__name__}")
     if context_fn is not None:
         raise NotImplementedError("checkpoint: context_fn is not supported")
     name = getattr(function, "__qualname__", None) or type(function).__name__

@@ -117,6 +117,8 @@ def test_misuse_is_a_clear_error():
     outside = x * 2  # a non-leaf tensor the function reads without taking it as an argument
     with pytest.raises(RuntimeError, match="pass it as an argument"):
         checkpoint(lambda t: t + outside, ng.randn(3))
+    with pytest.raises(TypeError, match="callable or Module, got int"):
+        checkpoint(3, x)
     with pytest.raises(ValueError, match="segments"):
         checkpoint_sequential(mlp(2, 4), 0, x)
     y = checkpoint(lambda t: t * 3, x).sum()
