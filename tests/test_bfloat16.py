@@ -11,7 +11,11 @@
 * Ops on bfloat16 tensors compute in float32 and round back (``Function.apply``): ``relu``,
   ``add``, ``matmul``, ``sum``, ``softmax`` and ``layer_norm`` equal torch's CPU bfloat16 ops
   to 1 bfloat16 ulp, and the gradients of a small MLP are within a few bfloat16 ulps; bfloat16
-  meeting float32 gives float32.
+  meeting float32 gives float32. Pooling, convolutions, ``mean``/``sum``/``var``/``std``/
+  ``logsumexp``, softmax/log_softmax, ``layer_norm``, ``gelu``, ``embedding`` and attention
+  give torch's dtype, values and gradients to bfloat16 rounding; dropout keeps bfloat16 and
+  draws the float32 mask. Nodes keep bfloat16 arrays for backward (half the bytes) and their
+  version checks see in-place writes.
 * The dtype's spellings, ``finfo``, factories, ``requires_grad``, ``state_dict``.
 """
 import warnings
@@ -306,3 +310,149 @@ def test_non_differentiable_and_integer_outputs():
     assert v.dtype == ng.bfloat16 and i.dtype == ng.int64 and i.tolist() == [1, 0]
     v.sum().backward()
     assert x.grad.dtype == ng.bfloat16 and x.grad.float().tolist() == [[0.0, 1.0], [1.0, 0.0]]
+
+
+# ---- more ops on bfloat16 tensors: forward and gradient against torch's CPU bfloat16 ops ------------
+def _bf_inputs(shapes, seed):
+    """bfloat16 leaves (numbagrad, torch) holding the same values."""
+    r = np.random.default_rng(seed)
+    out = []
+    for s in shapes:
+        a = r.standard_normal(s).astype(np.float32).astype(BF16).astype(np.float32)
+        out.append((ng.tensor(a).bfloat16().requires_grad_(), torch.from_numpy(a).bfloat16().requires_grad_()))
+    return out
+
+
+def _more_cases():
+    F, TF = ng.nn.functional, torch.nn.functional
+    idx = np.random.default_rng(0).integers(0, 7, (3, 5))
+    return {  # name: (input shapes, numbagrad fn, torch fn)
+        "max_pool1d": ([(2, 3, 11)], lambda x: F.max_pool1d(x, 3, 2), lambda x: TF.max_pool1d(x, 3, 2)),
+        "max_pool2d": ([(2, 3, 8, 9)], lambda x: F.max_pool2d(x, 2, padding=1),
+                       lambda x: TF.max_pool2d(x, 2, padding=1)),
+        "avg_pool1d": ([(2, 3, 11)], lambda x: F.avg_pool1d(x, 3, 2, 1), lambda x: TF.avg_pool1d(x, 3, 2, 1)),
+        "avg_pool2d": ([(2, 3, 8, 9)], lambda x: F.avg_pool2d(x, 3, 2, 1), lambda x: TF.avg_pool2d(x, 3, 2, 1)),
+        "adaptive_avg_pool2d": ([(2, 3, 8, 9)], lambda x: F.adaptive_avg_pool2d(x, 3),
+                                lambda x: TF.adaptive_avg_pool2d(x, 3)),
+        "adaptive_max_pool2d": ([(2, 3, 8, 9)], lambda x: F.adaptive_max_pool2d(x, 3),
+                                lambda x: TF.adaptive_max_pool2d(x, 3)),
+        "conv1d": ([(2, 3, 10), (4, 3, 3), (4,)], lambda x, w, b: F.conv1d(x, w, b, padding=1),
+                   lambda x, w, b: TF.conv1d(x, w, b, padding=1)),
+        "conv2d": ([(4, 3, 8, 8), (5, 3, 3, 3), (5,)], lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1),
+                   lambda x, w, b: TF.conv2d(x, w, b, stride=2, padding=1)),
+        "conv_transpose2d": ([(2, 3, 5, 5), (3, 4, 3, 3)], lambda x, w: F.conv_transpose2d(x, w, stride=2),
+                             lambda x, w: TF.conv_transpose2d(x, w, stride=2)),
+        "mean": ([(6, 35)], lambda x: x.mean(), lambda x: x.mean()),
+        "mean_dim": ([(6, 35)], lambda x: x.mean(1), lambda x: x.mean(1)),
+        "sum_dim": ([(6, 35)], lambda x: x.sum(0), lambda x: x.sum(0)),
+        "var": ([(6, 35)], lambda x: x.var(1), lambda x: x.var(1)),
+        "std": ([(6, 35)], lambda x: x.std(), lambda x: x.std()),
+        "logsumexp": ([(6, 35)], lambda x: ng.logsumexp(x, 1), lambda x: torch.logsumexp(x, 1)),
+        "log_softmax": ([(6, 35)], lambda x: F.log_softmax(x, 1), lambda x: TF.log_softmax(x, 1)),
+        "softmax": ([(6, 35)], lambda x: F.softmax(x, 0), lambda x: TF.softmax(x, 0)),
+        "layer_norm": ([(6, 35), (35,), (35,)], lambda x, w, b: F.layer_norm(x, (35,), w, b),
+                       lambda x, w, b: TF.layer_norm(x, (35,), w, b)),
+        "gelu": ([(6, 35)], F.gelu, TF.gelu),
+        "gelu_tanh": ([(6, 35)], lambda x: F.gelu(x, approximate="tanh"), lambda x: TF.gelu(x, approximate="tanh")),
+        "embedding": ([(7, 6)], lambda w: F.embedding(ng.tensor(idx), w),
+                      lambda w: TF.embedding(torch.from_numpy(idx), w)),
+        "sdpa_causal": ([(2, 3, 6, 8)] * 3, lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                        lambda q, k, v: TF.scaled_dot_product_attention(q, k, v, is_causal=True)),
+        "sdpa_mask": ([(2, 3, 6, 8)] * 3 + [(6, 6)],
+                      lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+                      lambda q, k, v, m: TF.scaled_dot_product_attention(q, k, v, attn_mask=m)),
+    }
+
+
+@needs_torch
+@pytest.mark.parametrize("op", ["max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool2d",
+                                "adaptive_max_pool2d", "conv1d", "conv2d", "conv_transpose2d", "mean", "mean_dim",
+                                "sum_dim", "var", "std", "logsumexp", "log_softmax", "softmax", "layer_norm",
+                                "gelu", "gelu_tanh", "embedding", "sdpa_causal", "sdpa_mask"])
+def test_more_ops_and_gradients_match_torch(op):
+    shapes, f, tf = _more_cases()[op]
+    pairs = _bf_inputs(shapes, seed=len(op))
+    out = f(*(p[0] for p in pairs))
+    tout = tf(*(p[1] for p in pairs))
+    assert out.dtype == ng.bfloat16 and tout.dtype == torch.bfloat16
+    assert tuple(out.shape) == tuple(tout.shape)
+    a, b = out.detach().float().numpy(), tout.detach().float().numpy()
+    # one rounding of a float32 result (torch's accumulation order differs): an ulp of the
+    # element, or of the scale where a sum cancels
+    np.testing.assert_allclose(a, b, rtol=2.0 ** -7, atol=2.0 ** -8 * np.abs(b).max())
+    up = np.random.default_rng(1).standard_normal(b.shape).astype(np.float32)
+    (out.float() * ng.tensor(up)).sum().backward()
+    (tout.float() * torch.from_numpy(up)).sum().backward()
+    for (x, tx) in pairs:
+        assert x.grad.dtype == ng.bfloat16 and tx.grad.dtype == torch.bfloat16
+        g, tg = x.grad.float().numpy(), tx.grad.float().numpy()
+        # torch rounds intermediates of some backward formulas to bfloat16 as well
+        np.testing.assert_allclose(g, tg, rtol=2.0 ** -7, atol=4 * 2.0 ** -8 * np.abs(tg).max())
+
+
+def test_dropout_keeps_bfloat16_and_the_float32_mask():
+    x = ng.randn(64, 33).bfloat16().requires_grad_()
+    ng.manual_seed(5)
+    y = ng.nn.functional.dropout(x, 0.3)
+    ng.manual_seed(5)
+    ref = ng.nn.functional.dropout(x.detach().float(), 0.3)  # the same draw on the widened input
+    assert y.dtype == ng.bfloat16
+    kept = ref.numpy() != 0
+    assert 0.6 < kept.mean() < 0.8
+    np.testing.assert_array_equal(y.detach().numpy().view(np.uint16), ref.numpy().astype(BF16).view(np.uint16))
+    y.float().sum().backward()
+    assert x.grad.dtype == ng.bfloat16
+    np.testing.assert_array_equal(x.grad.float().numpy(), np.where(kept, np.float32(1 / 0.7), 0).astype(BF16)
+                                  .astype(np.float32))
+    with ng.no_grad():  # in place on a bfloat16 tensor
+        z = x.detach().clone()
+        ng.manual_seed(5)
+        ng.nn.functional.dropout(z, 0.3, inplace=True)
+    assert z.dtype == ng.bfloat16
+    np.testing.assert_array_equal(z.numpy().view(np.uint16), y.detach().numpy().view(np.uint16))
+
+
+def test_nodes_save_bfloat16_and_check_versions():
+    """A node on bfloat16 tensors keeps the bfloat16 arrays (half the float32 copies' bytes),
+    and an in-place write to a saved input is caught."""
+    w = ng.randn(64, 64).requires_grad_()
+    x = ng.randn(128, 64).requires_grad_()
+    sizes = {}
+    for dt in (ng.float32, ng.bfloat16):
+        xi, wi = (x * 1.0).to(dt), (w * 1.0).to(dt)  # non-leaf operands: both count as activations
+        base = ng.memory_stats()["saved_bytes"]
+        y = ng.matmul(xi, wi)
+        sizes[dt] = ng.memory_stats()["saved_bytes"] - base
+        y.float().sum().backward()
+    assert sizes[ng.float32] == (128 * 64 + 64 * 64) * 4
+    assert sizes[ng.bfloat16] == (128 * 64 + 64 * 64) * 2
+    a = ng.randn(8, 8).bfloat16().requires_grad_()
+    b = a * 1.0
+    y = b.sin()  # saves its input b
+    with ng.no_grad():
+        b.add_(1.0)
+    with pytest.raises(RuntimeError, match="modified by an in-place operation"):
+        y.float().sum().backward()
+
+
+@needs_torch
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_bfloat16_multihead_attention_matches_torch(need_weights):
+    ng.manual_seed(0)
+    m = nn.MultiheadAttention(16, 4, batch_first=True)
+    tm = torch.nn.MultiheadAttention(16, 4, batch_first=True)
+    tm.load_state_dict({k: torch.from_numpy(v.numpy().copy()) for k, v in m.state_dict().items()})
+    m, tm = m.bfloat16(), tm.bfloat16()
+    (x, tx), = _bf_inputs([(3, 7, 16)], seed=3)
+    mask = np.triu(np.full((7, 7), -np.inf, np.float32), 1)
+    y, w = m(x, x, x, attn_mask=ng.tensor(mask).bfloat16(), need_weights=need_weights)
+    ty, tw = tm(tx, tx, tx, attn_mask=torch.from_numpy(mask).bfloat16(), need_weights=need_weights)
+    assert y.dtype == ng.bfloat16 and (w is None or w.dtype == ng.bfloat16)
+    b = ty.detach().float().numpy()
+    np.testing.assert_allclose(y.detach().float().numpy(), b, rtol=2.0 ** -7, atol=2.0 ** -7 * np.abs(b).max())
+    y.float().sum().backward()
+    ty.float().sum().backward()
+    for a, ta in [(x, tx)] + list(zip(m.parameters(), tm.parameters())):
+        assert a.grad.dtype == ng.bfloat16
+        tg = ta.grad.float().numpy()
+        np.testing.assert_allclose(a.grad.float().numpy(), tg, rtol=2.0 ** -7, atol=4 * 2.0 ** -8 * np.abs(tg).max())

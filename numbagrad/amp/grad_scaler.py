@@ -38,6 +38,11 @@ unscaled in the arena slot that ``p.grad`` is rebound to, not in the old array.
 Other optimizers (any object with ``param_groups``, as torch accepts) take the kernel once
 per gradient, each gradient a one-parameter arena of its own.
 
+bfloat16 gradients (and float16 ones on the CPU, which only the private ``allow_fp16`` path
+reaches: ``unscale_`` refuses them as torch does) are unscaled through an exact float32
+copy: the float32 kernel multiplies and checks it, and the products are rounded back once,
+to nearest even (``kernels/cpu/convert.py``): torch's ``opmath`` arithmetic, bit for bit.
+
 Differences from torch, all deliberate: ``update(new_scale)`` also takes an int; an
 optimizer's ``_step_supports_amp_scaling`` is not consulted (no numbagrad optimizer sets
 it); the found-inf flags are read on the host at ``step`` (torch reads them there too).
@@ -50,6 +55,7 @@ import warnings
 
 import numpy as np
 
+from .._dtype import bfloat16 as _BF16
 from ..backend import backend_of
 from ..optim.optimizer import _BLOCK, Optimizer
 from ..tensor import Tensor
@@ -193,15 +199,16 @@ class GradScaler:
         return apply(outputs)
 
     # ---- unscale --------------------------------------------------------------------------
-    def _unscale_grads_(self, optimizer, inv_scale):
+    def _unscale_grads_(self, optimizer, inv_scale, allow_fp16=False):
         """Unscale every gradient of ``optimizer`` by ``inv_scale`` (float32) in place; returns
         ``{device type: 1-element float32 array, 1.0 where an inf/NaN was found}`` for the
-        devices holding gradients (empty when none has one)."""
+        devices holding gradients (empty when none has one). float16 gradients are refused
+        unless ``allow_fp16`` (torch's private flag; ``unscale_`` passes False)."""
         groups = optimizer.param_groups
         for group in groups:
             for p in group["params"]:
                 g = p.grad
-                if g is not None and g.array.dtype == np.float16:
+                if g is not None and g.array.dtype == np.float16 and not allow_fp16:
                     raise ValueError("Attempting to unscale FP16 gradients.")
         found = {}
 
@@ -216,7 +223,7 @@ class GradScaler:
                 arena = optimizer._prepare(group, step=False)
                 for b in arena.buckets:
                     if b.any_active:
-                        b.be.kernel("amp", "unscale_check")(b.grad, *b.tables, inv_scale, flag(b.be))
+                        _unscale_check(b.be, b.grad, b.tables, inv_scale, flag(b.be))
         else:
             for group in groups:
                 for p in group["params"]:
@@ -443,6 +450,46 @@ def _unscale_one(a, inv_scale, flag):
     be = backend_of(a)
     contiguous = a.flags.c_contiguous if isinstance(a, np.ndarray) else a.is_c_contiguous()
     work = be.flat(a) if contiguous else be.contiguous(a).reshape(-1)
-    be.kernel("amp", "unscale_check")(work, *_one_tables(be, work.size), inv_scale, flag(be))
+    _unscale_check(be, work, _one_tables(be, work.size), inv_scale, flag(be))
     if not contiguous:
         a[...] = work.reshape(a.shape)
+
+
+_F32 = np.dtype(np.float32)
+
+
+def _unscale_check(be, grad, tables, inv_scale, found):
+    """The ``amp.unscale_check`` kernel over the 1-D contiguous ``grad`` with arena ``tables``.
+
+    A 2-byte float gradient on the CPU (bfloat16, float16: numba has neither type) is
+    widened exactly to a float32 copy (``kernels/cpu/convert.py``), unscaled and checked
+    there by the float32 kernel, and rounded back into ``grad`` once, to nearest even. That
+    is torch's arithmetic: ATen's CPU unscale loads each bfloat16/float16 element as its
+    float32 ``opmath`` type, multiplies by the float32 ``inv_scale`` and rounds the product
+    once, so the results match it bit for bit. Elements of inactive parameters go through
+    the round trip unchanged (a widening is exact and its rounding returns the same bits;
+    only a NaN's payload may become the quiet NaN)."""
+    kernel = be.kernel("amp", "unscale_check")
+    dt = grad.dtype
+    if be.name != "cpu" or dt.kind == "f" and dt.itemsize > 2:
+        if dt == _BF16:
+            raise TypeError(f"GradScaler.unscale_: bfloat16 gradients are supported on the CPU only, got one "
+                            f"on {be.name} (shape {tuple(grad.shape)})")
+        kernel(grad, *tables, inv_scale, found)   # CUDA widens float16 itself
+        return
+    from ..kernels.cpu import convert as cv
+    if tables[4][0::2].any():   # gsrc: the float32 copy holds every gradient in its slot
+        raise AssertionError("GradScaler.unscale_: a 2-byte float gradient bucket read in place")
+    if dt == _BF16:
+        wide = cv.from_bf16(grad)
+        kernel(wide, *tables, inv_scale, found)
+        if inv_scale != 1:                        # as the kernel: nothing stored for 1
+            cv._f32_to_bf16_cpu(wide.view(np.uint32), grad.view(np.uint16))
+    elif dt == np.float16:
+        wide = cv.from_f16(grad)
+        kernel(wide, *tables, inv_scale, found)
+        if inv_scale != 1:
+            cv._f32_to_f16_cpu(wide.view(np.uint32), grad.view(np.uint16))
+    else:
+        raise TypeError(f"GradScaler.unscale_: gradients must be floating point, got dtype {dt} "
+                        f"(shape {tuple(grad.shape)})")

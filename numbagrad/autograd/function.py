@@ -222,13 +222,20 @@ def _record_saved_versions(ctx, args, outputs):
 # backward, and each returned input gradient is rounded to its input's dtype, so a bfloat16
 # tensor's gradient is bfloat16 (as in torch). The wrapper is an instance attribute of the
 # node (the engine calls ``node.backward(node, *grads)``), so float32 graphs never see it.
+#
+# What a node saves stays in bfloat16: a saved float32 copy of a bfloat16 input is replaced by
+# the input itself (exact), and a saved float32 output by its rounded bfloat16 result (what
+# torch saves), so saved activations take half the memory and the version checks see the
+# input and output tensors; backward gets float32 copies of them again (``_Bf16Backward``).
 def _bf16_forward(cls, ctx, args, arrays):
     all_bf = True
+    widened = []  # (float32 copy, bfloat16 original)
     for i, a in enumerate(args):
         if isinstance(a, Tensor):
             arr = a.array
             if arr.dtype is _BF16:
                 arrays[i] = backend_of(arr).astype(arr, _F32)
+                widened.append((arrays[i], arr))
             elif _is_float(arr.dtype):
                 all_bf = False
     out = cls.forward(ctx, *arrays)
@@ -239,8 +246,21 @@ def _bf16_forward(cls, ctx, args, arrays):
         outs = tuple(_bf16_round(o) for o in outs)
         if ctx._non_diff:  # marked outputs are known by identity: follow them to the rounded ones
             ctx._non_diff = tuple(next((n for w, n in zip(wide, outs) if w is nd), nd) for nd in ctx._non_diff)
+        widened.extend((w, n) for w, n in zip(wide, outs) if w is not n)
+    narrow = None
+    saved = ctx._saved
+    if saved:
+        saved = list(saved)
+        for j, s in enumerate(saved):
+            for w, n in widened:
+                if s is w:
+                    saved[j] = n
+                    narrow = (narrow or ()) + (j,)
+                    break
+        if narrow:
+            ctx._saved = tuple(saved)
     in_bf = tuple(isinstance(a, Tensor) and a.array.dtype is _BF16 for a in args)
-    ctx.__dict__["backward"] = _Bf16Backward(cls.backward, in_bf)
+    ctx.__dict__["backward"] = _Bf16Backward(cls.backward, in_bf, narrow)
     return outs if multi else outs[0]
 
 
@@ -254,14 +274,26 @@ def _bf16_round(o):
 class _Bf16Backward:
     """A node's ``backward`` seen through the bfloat16 storage rule (see above)."""
 
-    __slots__ = ("fn", "in_bf")
+    __slots__ = ("fn", "in_bf", "narrow")
 
-    def __init__(self, fn, in_bf):
-        self.fn, self.in_bf = fn, in_bf  # the op's backward; which inputs were bfloat16
+    def __init__(self, fn, in_bf, narrow=None):
+        # the op's backward; which inputs were bfloat16; which saved slots hold bfloat16
+        self.fn, self.in_bf, self.narrow = fn, in_bf, narrow
 
     def __call__(self, ctx, *grads):
         grads = tuple(_bf16_widen_grad(g) for g in grads)
-        res = self.fn(ctx, *grads)
+        saved = ctx._saved
+        if self.narrow and saved is not None:  # float32 copies for the op's backward (the
+            wide = list(saved)                  # version checks compare counters, not arrays)
+            for j in self.narrow:
+                wide[j] = backend_of(wide[j]).astype(wide[j], _F32)
+            ctx._saved = tuple(wide)
+            try:
+                res = self.fn(ctx, *grads)
+            finally:
+                ctx._saved = saved
+        else:
+            res = self.fn(ctx, *grads)
         single = type(res) is not tuple
         res = (res,) if single else res
         res = tuple(_bf16_round_grad(g) if bf and g is not None else g

@@ -1,10 +1,11 @@
 """Accounting of the arrays graph nodes keep for backward ("saved activations").
 
 Every recorded node that saves arrays adds them here, counted once per underlying
-buffer however many nodes (or views) hold it, and removes them when the engine frees the
-node after its backward or when the node is garbage-collected (a graph dropped without
-backward). Arrays of leaf tensors that require grad (parameters) are not activations and
-are left out. ``numbagrad.memory_stats()`` reports the current and peak totals.
+buffer (the root of the array's ``base`` chain) however many nodes (or views) hold it, and
+removes them when the engine frees the node after its backward or when the node is
+garbage-collected (a graph dropped without backward). Arrays of leaf tensors that require
+grad (parameters), views of them and of the buffer they live in (an optimizer's arena) are
+not activations and are left out. ``numbagrad.memory_stats()`` reports the current and peak totals.
 
 This runs for every recorded op, so it is kept to a few dict operations; it relies on
 the GIL (no lock), as the graph itself does.
@@ -13,28 +14,52 @@ _live = {}        # id(root buffer) -> [holders, nbytes, buffer]
 _totals = [0, 0]  # current bytes, peak bytes
 
 
+def _root(a):
+    """The array owning ``a``'s memory: the end of its ``base`` chain (``a`` itself if none)."""
+    b = getattr(a, "base", None)
+    while b is not None:
+        a = b
+        b = getattr(a, "base", None)
+    return a
+
+
+def _param_roots(args):
+    """``id`` of the root buffers of the parameters among ``args``: Tensors that are leaves
+    requiring grad, or views made by ops of such a leaf (``w.t()``: ``_base``)."""
+    out = []
+    for t in args:
+        if not getattr(t, "requires_grad", False):
+            continue
+        if t.grad_fn is not None:
+            t = t._base
+            if t is None or t.grad_fn is not None or not t.requires_grad:
+                continue
+        out.append(id(_root(t.array)))
+    return out
+
+
 def record(ctx, args):
-    """Count ``ctx``'s saved arrays (called by ``Function.apply`` for a recorded node)."""
+    """Count ``ctx``'s saved arrays (called by ``Function.apply`` for a recorded node).
+
+    A saved array is counted by its root buffer (:func:`_root`), once per node. Arrays whose
+    root is the root of a parameter's array (an argument that is a leaf requiring grad, or
+    a view an op made of one) are not activations and are left out: the parameter itself,
+    a view of it (LayerNorm's flattened weight), or any view of the buffer it lives in (an
+    optimizer's flat arena, which holds every parameter of a group). That memory exists
+    whether or not a graph is recorded."""
     keys = []
     live = _live
+    params = None  # id(root) of the parameters' arrays among args, computed on first need
     for s in ctx._saved:
-        nb = getattr(s, "nbytes", None)
-        if nb is None:
+        if getattr(s, "nbytes", None) is None:
             continue
-        for t in args:  # a parameter's array is not an activation
-            if getattr(t, "array", None) is s:
-                if t.requires_grad and t.grad_fn is None:
-                    nb = None
-                break
-        if nb is None:
-            continue
-        r = s
-        b = getattr(r, "base", None)
-        while b is not None:
-            r = b
-            b = getattr(r, "base", None)
+        r = _root(s)
         k = id(r)
         if k in keys:
+            continue
+        if params is None:
+            params = _param_roots(args)
+        if k in params:
             continue
         keys.append(k)
         e = live.get(k)

@@ -1,8 +1,11 @@
 """Autocast casting policies, applied as decorators to the public op functions.
 
-``@lower_precision`` ops (GEMMs, and the LSTM / Elman RNN sequence ops) cast their floating
-Tensor arguments to the region's autocast dtype (bfloat16 on the CPU by default); ``@fp32``
-ops (losses, ``prod``) cast them to float32. Everything else runs in the widest input type, numbagrad's usual promotion. As in
+``@lower_precision`` ops (GEMMs; ``conv1d``/``conv2d``/``conv_transpose1d``/``conv_transpose2d``;
+``scaled_dot_product_attention``; the LSTM / Elman RNN sequence ops and the Elman cells) cast
+their floating Tensor arguments to the region's autocast dtype (bfloat16 on the CPU by
+default); ``@fp32`` ops (losses, ``prod``) cast them to float32. ``gru``, ``gru_cell`` and
+``lstm_cell`` are on neither list, as in torch 2.13 (their results stay float32 in a float32
+model). Everything else runs in the widest input type, numbagrad's usual promotion. As in
 torch, float64 tensors are never cast, and a listed op runs with autocast off inside, so
 the ops it calls are not cast again.
 

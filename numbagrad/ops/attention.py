@@ -40,7 +40,12 @@ views (and a strided ``out=``) straight to BLAS: copying them contiguous first w
 Fully masked rows (no key may be attended) follow PyTorch 2.13: ``scaled_dot_product_attention``
 gives output 0 (and zero gradients); ``multi_head_attention_forward`` with
 ``need_weights=True`` (PyTorch's explicit softmax) gives NaN weights and output. float16
-inputs are computed in float32 and cast back (CPU @njit has no float16).
+and bfloat16 inputs are computed in float32 and cast back (CPU @njit has neither);
+``scaled_dot_product_attention`` is on autocast's lower-precision list, as in torch. Under
+bfloat16 the multi-head core keeps its sources in bfloat16 and, without dropout or returned
+weights, no probabilities: backward recomputes ``P`` from Q and K with the same kernel (the
+tiny GPT's autocast step holds 41% less saved memory than its float32 step this way, 31%
+keeping ``P``; ``perf/test_bench_gpt.py``).
 """
 import math
 
@@ -50,9 +55,13 @@ from .. import _dtype
 from ..autograd.function import Function
 from ..backend import backend_of
 from ..tensor import Tensor
+from ._autocast import lower_precision
 from ._util import as_tensor_arg
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
+
+
+_LOW = (np.dtype(np.float16), _dtype.bfloat16)
 
 
 def _thr53(p):
@@ -177,10 +186,11 @@ class ScaledDotProductAttention(Function):
 
 
 def _check_float(t, opname, what):
-    if t.dtype.kind != "f":
+    if not _dtype.is_float(t.dtype):
         raise RuntimeError(f"{opname}: expected {what} to be a floating tensor, got {t.dtype}")
 
 
+@lower_precision
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
                                  scale=None, enable_gqa=False):
     """Attention ``softmax(Q K^T * scale + mask) V`` (``torch.nn.functional`` semantics).
@@ -236,9 +246,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         mask = as_tensor_arg(mask, op)
         if is_causal:
             raise RuntimeError(f"{op}: Explicit attn_mask should not be set when is_causal=True")
-        if mask.dtype != np.bool_ and mask.dtype.kind != "f":
+        if mask.dtype != np.bool_ and not _dtype.is_float(mask.dtype):
             raise RuntimeError(f"{op}: Expected attn_mask dtype to be bool or float, got {mask.dtype}")
-        if mask.dtype.kind == "f" and mask.dtype != q.dtype:
+        if mask.dtype != np.bool_ and mask.dtype != q.dtype:
             raise RuntimeError(f"{op}: Expected attn_mask dtype to be bool or float or to match query dtype, "
                                f"got attn_mask {mask.dtype} and query {q.dtype}")
     L, E = q.shape[-2:]
@@ -302,15 +312,24 @@ class MultiHeadAttentionCore(Function):
     """Attention over projected inputs given as up to three source arrays (see the module
     docstring): ``spec[i] = (source, chunk, nchunks)`` locates q, k, v. Output in token
     order ``(L, B, E)`` (``(B, L, E)`` when ``batch_first``), plus the weights
-    ``(B, H, L, S)`` when ``need_weights``."""
+    ``(B, H, L, S)`` when ``need_weights``.
+
+    float16 and bfloat16 sources (``takes_bfloat16``) are computed in float32; the node keeps
+    the sources in their own dtype, and, without dropout or returned weights, keeps no
+    ``L x S`` probabilities at all: backward recomputes them from Q and K with the same
+    kernel (bit for bit the forward's), as torch's flash attention recomputes them. That
+    halves the saved activations of an attention layer under bfloat16 autocast."""
+
+    takes_bfloat16 = True
 
     @staticmethod
     def forward(ctx, s0, s1, s2, mask, spec, H, batch_first, scale, causal, dropout_p, empty_nan,
                 need_weights):
         be = backend_of(s0)
-        half = s0.dtype == np.float16  # CPU @njit has no float16: compute in float32
-        ctx.half = half
-        srcs = tuple(None if s is None else be.contiguous(be.astype(s, np.float32) if half else s)
+        low = s0.dtype if s0.dtype in _LOW else None  # CPU @njit has no float16/bfloat16
+        ctx.low = low
+        ctx.dtypes = tuple(None if s is None else s.dtype for s in (s0, s1, s2, mask))
+        srcs = tuple(None if s is None else be.contiguous(be.astype(s, np.float32) if s.dtype in _LOW else s)
                      for s in (s0, s1, s2))
         q, k, v = (_heads(srcs[si], c, nc, H, batch_first) for si, c, nc in spec)
         B, _, L, hd = q.shape
@@ -324,25 +343,38 @@ class MultiHeadAttentionCore(Function):
         ctx.bf = batch_first
         ctx.scale = scale
         ctx.mask_shape = None if mask is None or mask.dtype == np.bool_ else mask.shape
-        ctx.save_for_backward(srcs[0], srcs[1], srcs[2], p, pd)
+        if low is not None and not ctx.dropout and not need_weights:
+            ctx.recompute = (fm, causal, empty_nan)
+            ctx.save_for_backward(s0, s1, s2)
+        else:
+            ctx.recompute = None
+            ctx.save_for_backward(*(s if low else w for s, w in zip((s0, s1, s2), srcs)), p, pd)
         out = tok.reshape(tok.shape[0], tok.shape[1], -1)
-        if half:
-            out = be.astype(out, np.float16)
+        if low is not None:
+            out = be.astype(out, low)
         if need_weights:
-            return out, (be.astype(pd, np.float16) if half else pd)
+            return out, (be.astype(pd, low) if low is not None else pd)
         return out
 
     @staticmethod
     def backward(ctx, g, gw=None):
-        srcs = ctx.saved_tensors[:3]
-        p, pd = ctx.saved_tensors[3:]
+        saved = ctx.saved_tensors
         be = backend_of(g)
-        H, bf, spec = ctx.H, ctx.bf, ctx.spec
+        H, bf, spec, low = ctx.H, ctx.bf, ctx.spec, ctx.low
         needs = ctx.needs_input_grad
-        if ctx.half:
+        srcs = saved[:3]
+        if low is not None:
             g = be.astype(g, np.float32)
             gw = None if gw is None else be.astype(gw, np.float32)
+            srcs = tuple(None if s is None else be.contiguous(be.astype(s, np.float32) if s.dtype in _LOW else s)
+                         for s in srcs)
         q, k, v = (_heads(srcs[si], c, nc, H, bf) for si, c, nc in spec)
+        if ctx.recompute is not None:  # the forward's probabilities, recomputed (no dropout)
+            fm, causal, empty_nan = ctx.recompute
+            p, pd = _softmax_fwd(ctx, be, be.matmul(q, k.swapaxes(-1, -2)), fm, ctx.scale, causal, 0.0,
+                                 empty_nan)
+        else:
+            p, pd = saved[3:]
         grads = [be.empty(s.shape, s.dtype) if s is not None and needs[i] else None
                  for i, s in enumerate(srcs)]
         gq, gk, gv = (None if grads[si] is None else _heads(grads[si], c, nc, H, bf) for si, c, nc in spec)
@@ -361,9 +393,9 @@ class MultiHeadAttentionCore(Function):
                 be.matmul(ds.swapaxes(-1, -2), q, out=gk)
             if needs[3] and ctx.mask_shape is not None:
                 gm = _mask_grad(be, ds, ctx.scale, ctx.mask_shape)
-        if ctx.half:
-            grads = [None if a is None else be.astype(a, np.float16) for a in grads]
-            gm = None if gm is None else be.astype(gm, np.float16)
+        if low is not None:
+            grads = [None if a is None else be.astype(a, d) for a, d in zip(grads, ctx.dtypes)]
+            gm = None if gm is None else be.astype(gm, ctx.dtypes[3])
         return grads[0], grads[1], grads[2], gm, None, None, None, None, None, None, None, None
 
 
@@ -380,7 +412,7 @@ def _canonical_mask(mask, name, dtype):
         if not isinstance(mask.array, np.ndarray):
             ninf, zero = ninf.to(mask.device), zero.to(mask.device)
         return where(mask, ninf, zero)
-    if mask.dtype.kind != "f":
+    if not _dtype.is_float(mask.dtype):
         raise AssertionError(f"only bool and floating types of {name} are supported, got {mask.dtype}")
     if mask.dtype != dtype:
         from .shape import cast

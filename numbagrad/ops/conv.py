@@ -63,7 +63,10 @@ chunk is large (32 MiB of columns) and one GEMM covers the batch. A direct (no-i
 numba kernel was estimated, not built: at ~1 vector FMA per cycle it would roughly tie
 the GEMM forward and needs three kernels per case (see the report).
 
-float16 inputs are computed in float32 and cast back (no float16 in CPU njit kernels).
+float16 inputs are computed in float32 and cast back (no float16 in CPU njit kernels);
+bfloat16 ones likewise, through ``Function.apply``'s bfloat16 rule (the result and every
+gradient rounded once to bfloat16). Under CPU autocast the four functions run in the
+region's lower-precision dtype (``@lower_precision``), as torch's ``conv*`` are.
 """
 
 import numpy as np
@@ -71,6 +74,7 @@ import numpy as np
 from .. import _dtype
 from ..autograd.function import Function
 from ..backend import backend_of
+from ._autocast import lower_precision
 from ._util import as_tensor_arg
 
 __all__ = ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d"]
@@ -336,7 +340,7 @@ def _check_tensors(op, x, w, b, nd):
                            f"but got input of size: {_shape(x)}")
     if w.ndim != nd + 2:
         raise RuntimeError(f"{op}: expected a {nd + 2}D weight, got weight of size {_shape(w)}")
-    if x.dtype.kind != "f":
+    if not _dtype.is_float(x.dtype):
         raise RuntimeError(f"{op}: expected a floating-point input, got {_desc(x)}")
     for name, t in (("weight", w), ("bias", b)):
         if t is not None and t.dtype != x.dtype:
@@ -488,6 +492,7 @@ def _conv_transposend(op, nd, input, weight, bias, stride, padding, output_paddi
 
 
 # ---- public functions --------------------------------------------------------------------------
+@lower_precision
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """1-D convolution (cross-correlation) over ``(N, C, L)`` or unbatched ``(C, L)`` input.
 
@@ -508,6 +513,7 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _convnd("conv1d", 1, input, weight, bias, stride, padding, dilation, groups)
 
 
+@lower_precision
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """2-D convolution (cross-correlation) over ``(N, C, H, W)`` or unbatched ``(C, H, W)`` input.
 
@@ -527,6 +533,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _convnd("conv2d", 2, input, weight, bias, stride, padding, dilation, groups)
 
 
+@lower_precision
 def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
     """1-D transposed convolution (the gradient of :func:`conv1d` w.r.t. its input).
 
@@ -547,6 +554,7 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
                              groups, dilation)
 
 
+@lower_precision
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
     """2-D transposed convolution (the gradient of :func:`conv2d` w.r.t. its input).
 

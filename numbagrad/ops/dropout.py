@@ -7,7 +7,8 @@ from ``numbagrad.random.default_generator``, so ``numbagrad.manual_seed(s)`` mak
 mask reproducible, independently of the number of threads. The mask is stored as
 ``uint8`` for the backward, which is ``g * mask * scale``.
 
-Semantics as PyTorch: ``training=False`` or ``p == 0`` returns ``input`` itself;
+A bfloat16 input gives a bfloat16 result (computed in float32 and rounded once, the mask
+drawn as for float32). Semantics as PyTorch: ``training=False`` or ``p == 0`` returns ``input`` itself;
 ``p == 1`` returns ``input * 0``; ``p`` outside ``[0, 1]`` raises ``ValueError``;
 ``inplace=True`` writes into ``input``. ``dropout1d/2d/3d`` zero whole channels (a mask
 over the first two dims of the batched input) and check/warn about the input rank like
@@ -124,7 +125,7 @@ def _apply(fn_cls, input, p, training, inplace, alpha, name):
     else:
         d = x.dtype
         back = None
-        if d.kind != "f":
+        if not _dtype.is_float(d):
             xw = cast(x, _dtype.get_default_dtype())
         elif d == np.float16:  # CPU @njit has no float16: compute in float32
             back = d

@@ -15,7 +15,9 @@ passes over the ``(M, N)`` activations forward (a separate bias add and activati
 each allocating) and one more backward (a separate column sum).
 
 Batch dimensions are folded into ``M`` (any ``(*, in_features)`` input). float16 runs
-the composed path (CPU @njit has no float16). ``activation=None`` is bias-only.
+the composed path (CPU @njit has no float16); bfloat16 on the CPU takes the fused node,
+computed in float32 and rounded once, its saved arrays kept in bfloat16 (see
+:class:`LinearAct`). ``activation=None`` is bias-only.
 
 Measured here (2 cores shared with other jobs, load average 3-4 during every run, so
 the figures are noisy; float32, forward + backward with input, weight and bias gradients).
@@ -59,6 +61,8 @@ for the cheap activations; the elementwise figures above are the reliable compar
 Fusion never lost there, so every activation takes the fused path (``FUSED``) and, with
 one ``(M, N)`` buffer fewer per step for relu / tanh / sigmoid, it also saves memory.
 """
+import numpy as np
+
 from .. import _dtype
 from ..autograd.function import Function
 from ..backend import backend_of
@@ -66,6 +70,9 @@ from ._autocast import lower_precision
 from ._util import as_tensor_arg
 
 __all__ = ["linear_act"]
+
+_BF16 = _dtype.bfloat16
+_F32 = _dtype.float32
 
 ACTIVATIONS = (None, "relu", "gelu", "gelu_tanh", "tanh", "sigmoid", "silu")
 _SAVES_OUTPUT = frozenset(("relu", "tanh", "sigmoid"))
@@ -83,14 +90,33 @@ def _parts(m):
 
 class LinearAct(Function):
     """``act(x @ w.T + b)``; ``x`` is 2-D ``(M, K)`` here (the public function folds the
-    batch dims)."""
+    batch dims).
+
+    bfloat16 (``takes_bfloat16``, CPU only): the node widens its arguments to float32,
+    computes everything in float32 (the GEMM, the bias add and the activation in one pass)
+    and rounds the output once to bfloat16 (round to nearest even), as ``Function.apply``'s
+    bfloat16 rule does for other ops. What it saves is bfloat16: its inputs themselves, and
+    the rounded pre-activation / output where float32 would keep them, so the node holds no
+    more than the composed ops (torch's bfloat16 ``linear`` + activation save the same
+    bfloat16 tensors). Backward widens them and the incoming gradient, computes in float32,
+    and rounds each returned gradient once."""
+
+    takes_bfloat16 = True
 
     @staticmethod
     def forward(ctx, x, w, b, act):
         be = backend_of(x)
+        low = x.dtype if x.dtype == _BF16 else None
+        ctx.low = low
+        if low is not None:
+            xs, ws, bs = x, w, b
+            x, w = be.astype(x, _F32), be.astype(w, _F32)
+            b = None if b is None else be.astype(b, _F32)
         m = x.shape[0]
         n = w.shape[0]
         y = be.contiguous(be.matmul(x, w.T))
+        ctx.act = act
+        ctx.has_bias = b is not None
         if b is not None or act is not None:
             bb = be.contiguous(b) if b is not None else be.zeros((n,), y.dtype)
             if act is None:
@@ -100,17 +126,18 @@ class LinearAct(Function):
             else:
                 out = be.empty((m, n), y.dtype)
                 be.kernel("fused", f"bias_{act}_fwd")(y, bb, out)
-                ctx.act = act
-                ctx.has_bias = b is not None
                 # y now holds z = x w^T + b (gelu, gelu_tanh) or sigmoid(z) (silu, whose
                 # derivative s + out (1 - s) also reads the output)
+                if low is not None:
+                    out = be.astype(out, low)
+                    x, w, y = xs, ws, be.astype(y, low)
                 if act == "silu":
                     ctx.save_for_backward(x, w, y, out)
                 else:
                     ctx.save_for_backward(x, w, y)
                 return out
-        ctx.act = act
-        ctx.has_bias = b is not None
+        if low is not None:
+            x, w, y = xs, ws, be.astype(y, low)
         if act is None:
             ctx.save_for_backward(x, w)
         else:
@@ -121,6 +148,10 @@ class LinearAct(Function):
     def backward(ctx, g):
         x, w, *s = ctx.saved_tensors
         be = backend_of(g)
+        low = ctx.low
+        if low is not None:
+            g, x, w = be.astype(g, _F32), be.astype(x, _F32), be.astype(w, _F32)
+            s = [be.astype(a, _F32) for a in s]
         nx, nw, nb = ctx.needs_input_grad[:3]
         act = ctx.act
         g = be.contiguous(g)
@@ -137,6 +168,8 @@ class LinearAct(Function):
         gb = be.sum(part, axis=0) if want_gb else None
         gx = be.matmul(gz, w) if nx else None
         gw = be.matmul(gz.T, x) if nw else None
+        if low is not None:
+            gx, gw, gb = (None if a is None else be.astype(a, low) for a in (gx, gw, gb))
         return gx, gw, gb, None
 
 
@@ -192,7 +225,9 @@ def linear_act(input, weight, bias=None, activation="relu"):
     if len(dts) != 1:
         raise RuntimeError(f"linear_act: expected one dtype, got input {x.dtype}, weight {weight.dtype}"
                            + ("" if bias is None else f", bias {bias.dtype}"))
-    if x.dtype.kind != "f" or x.dtype == _dtype.float16 or activation not in FUSED:
+    dt = x.dtype
+    if (not _dtype.is_float(dt) or dt == _dtype.float16 or activation not in FUSED
+            or dt == _BF16 and type(x.array) is not np.ndarray):   # bfloat16: the CPU's kernels only
         return _composed(x, weight, bias, activation)
     lead = tuple(x.shape[:-1])
     x2 = x if x.ndim == 2 else x.reshape(-1, x.shape[-1])

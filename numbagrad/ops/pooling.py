@@ -30,13 +30,15 @@ element), are torch's, with torch's messages prefixed by the op name and the inp
 shape and dtype.
 
 dtypes: float32 and float64 natively; float16 is computed in float32 and cast back (CPU
-``@njit`` has no float16; max of half values is exact, averages round once). Integer
+``@njit`` has no float16; max of half values is exact, averages round once); bfloat16 the
+same way, through ``Function.apply``'s bfloat16 rule. Integer
 inputs raise (``NotImplementedError``): numbagrad pools floating tensors only.
 """
 import math
 
 import numpy as np
 
+from .. import _dtype
 from ..autograd.function import Function
 from ..backend import backend_of
 from ..tensor import Tensor
@@ -179,7 +181,7 @@ def _float_input(input, name, ndims):
     from .shape import cast
     x = as_tensor_arg(input, name)
     d = x.dtype
-    if d.kind != "f":
+    if not _dtype.is_float(d):
         raise NotImplementedError(f"{name}: expected a floating input, got {_desc(x)} "
                                   "(numbagrad pools floating tensors only; cast it first)")
     lo, hi = ndims

@@ -33,6 +33,24 @@ class Sum(Function):
         return be.broadcast_to(g.reshape(_keep_shape(shape, axes)), shape), None, None
 
 
+class Mean(Function):
+    """The mean of a bfloat16 input as one node, so its float32 sum is scaled before the one
+    rounding to bfloat16 (``Sum`` then ``mul`` would round twice; torch rounds once)."""
+
+    @staticmethod
+    def forward(ctx, x, axes, keepdim, n):
+        ctx.meta = (x.shape, axes, n)
+        be = backend_of(x)
+        return be.mul(be.sum(x, axis=axes, keepdims=keepdim), x.dtype.type(1.0 / n if n else float("nan")))
+
+    @staticmethod
+    def backward(ctx, g):
+        shape, axes, n = ctx.meta
+        be = backend_of(g)
+        g = be.mul(g, g.dtype.type(1.0 / n if n else float("nan")))
+        return be.broadcast_to(g.reshape(_keep_shape(shape, axes)), shape), None, None, None
+
+
 def _axes_or_all(dim, x, opname):
     return norm_axis(dim, x.ndim, opname)
 
@@ -57,12 +75,16 @@ def mean(input, dim=None, keepdim=False, dtype=None):
                            f"point, got {input.dtype}")
     axes = _axes_or_all(dim, input, "mean")
     n = int(np.prod([input.shape[a] for a in axes])) if axes else 1
+    if input.dtype == _dtype.bfloat16:
+        return Mean.apply(input, axes, keepdim, n)
     return ew.mul(Sum.apply(input, axes, keepdim), 1.0 / n if n else float("nan"))
 
 
 def var(input, dim=None, unbiased=None, keepdim=False, correction=None):
     """Variance with ``correction`` (1 = unbiased, PyTorch's default)."""
     input = as_tensor_arg(input, "var")
+    if input.dtype == _dtype.bfloat16:  # in float32, rounded once (as torch): composed bfloat16
+        return _via_float32(var, input, dim, unbiased, keepdim, correction)  # ops round each step
     if correction is None:
         correction = 1 if unbiased is None or unbiased else 0
     axes = _axes_or_all(dim, input, "var")
@@ -72,7 +94,15 @@ def var(input, dim=None, unbiased=None, keepdim=False, correction=None):
     return ew.mul(sum(ew.mul(d, d), axes, keepdim), 1.0 / builtins.max(n - correction, 0) if n - correction > 0 else float("nan"))
 
 
+def _via_float32(fn, input, *args):
+    from .shape import cast
+    return cast(fn(cast(input, _dtype.float32), *args), _dtype.bfloat16)
+
+
 def std(input, dim=None, unbiased=None, keepdim=False, correction=None):
+    input = as_tensor_arg(input, "std")
+    if input.dtype == _dtype.bfloat16:
+        return _via_float32(std, input, dim, unbiased, keepdim, correction)
     return ew.sqrt(var(input, dim, unbiased, keepdim, correction))
 
 
@@ -278,7 +308,7 @@ class LogSumExp(Function):
 def logsumexp(input, dim=None, keepdim=False):
     """``log(sum(exp(x)))`` over ``dim``, computed stably (shifted by the max)."""
     input = as_tensor_arg(input, "logsumexp")
-    if input.dtype.kind != "f":
+    if not _dtype.is_float(input.dtype):
         input = input.float()
     return LogSumExp.apply(input, _axes_or_all(dim, input, "logsumexp"), keepdim)
 

@@ -45,9 +45,15 @@ kernels, whose strided per-step views stopped vectorising (pre-activation pass 8
 2.2 us); the whole time loop in one @njit function with ``np.dot`` (numba's BLAS is
 SciPy's OpenBLAS, whose thread pool fights NumPy's: 42 ms a step); the per-step GEMM in
 other BLAS layouts (``dgates @ W_hh`` 43 us NN, 50 us TN, 52 us NT).
+
+Under CPU autocast, as torch 2.13's lists (checked op by op in ``tests/amp``): ``lstm``,
+``rnn_tanh``, ``rnn_relu`` and the Elman cells ``rnn_tanh_cell``/``rnn_relu_cell`` run in
+the region's lower-precision dtype (``@lower_precision``); ``gru``, ``gru_cell`` and
+``lstm_cell`` are on no list and keep their inputs' dtype (float32 in a float32 model).
 """
 import numpy as np
 
+from .. import _dtype
 from ..autograd.function import Function
 from ..backend import backend_of
 from ..tensor import Tensor
@@ -525,7 +531,7 @@ def _check_same(opname, ref, *tensors):
 def _check_cell(opname, x, hs, w_ih, w_hh, b_ih, b_hh, chunks):
     if x.ndim not in (1, 2):
         raise ValueError(f"{opname}: Expected input to be 1D or 2D, got {x.ndim}D instead (input {_desc(x)})")
-    if x.dtype.kind != "f":
+    if not _dtype.is_float(x.dtype):
         raise TypeError(f"{opname}: expected a floating-point input, got {_desc(x)}")
     H = w_hh.shape[1]
     if w_ih.ndim != 2 or w_hh.ndim != 2 or w_ih.shape[0] != chunks * H or w_hh.shape[0] != chunks * H:
@@ -606,6 +612,7 @@ def gru_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
     return _cell(GRUCellFn, "gru_cell", input, (hx,), w_ih, w_hh, b_ih, b_hh, 3)
 
 
+@lower_precision
 def rnn_tanh_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
     """One Elman step ``h' = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh)`` (``torch.rnn_tanh_cell``).
 
@@ -623,6 +630,7 @@ def rnn_tanh_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
     return _cell(RNNCellFn, "rnn_tanh_cell", input, (hx,), w_ih, w_hh, b_ih, b_hh, 1, 0)
 
 
+@lower_precision
 def rnn_relu_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
     """One Elman step with relu (``torch.rnn_relu_cell``); see :func:`rnn_tanh_cell`."""
     return _cell(RNNCellFn, "rnn_relu_cell", input, (hx,), w_ih, w_hh, b_ih, b_hh, 1, 1)

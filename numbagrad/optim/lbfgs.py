@@ -35,6 +35,7 @@ at the next ``step``.
 """
 import numpy as np
 
+from .. import _dtype
 from ..backend import backend_of
 from ..tensor import Tensor
 from .optimizer import Optimizer
@@ -295,7 +296,11 @@ class LBFGS(Optimizer):
         if len(arena.buckets) != 1:
             raise TypeError("LBFGS: all parameters must have the same dtype (got "
                             f"{', '.join(str(b.dtype) for b in arena.buckets)})")
-        return arena.buckets[0]
+        b = arena.buckets[0]
+        if b.dtype == _dtype.bfloat16:
+            raise TypeError("LBFGS: bfloat16 parameters are not supported (its history and line search "
+                            "need float32 or float64); keep float32 master weights")
+        return b
 
     def _memory(self, b, state, history_size):
         mem = self._mem

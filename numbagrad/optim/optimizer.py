@@ -47,6 +47,15 @@ Python work is limited to bookkeeping (is ``p.array`` still the arena view, is t
 gradient and where is it, bump the version counter). Parameters without a gradient are
 skipped by the kernel, exactly as PyTorch skips them (their step count does not advance).
 
+bfloat16 parameters (numba has no bfloat16) get a bucket whose arena (``param``, the
+gradient slots, every state buffer) is bfloat16, as torch keeps the state of a bfloat16
+parameter in bfloat16; gradients are always copied into the slots. Each step widens the
+bucket to float32 work arrays (exactly), runs the float32 kernel on them, and rounds the
+parameters and the state back to bfloat16 to nearest even (``kernels/cpu/convert.py``):
+one rounding per stored value per step, where torch's single-tensor CPU ops on bfloat16
+round after every op, so the two agree to bfloat16 rounding, not bit for bit. Scalar
+state (``step``) stays float32.
+
 If anything rebinds ``p.array`` (``module.to(float64)``, ``p.array = ...``), changes the
 group's parameter list, or changes which state buffers the group needs (``amsgrad``),
 the next ``step()`` notices and rebuilds the arena, carrying the state over.
@@ -58,6 +67,7 @@ import warnings
 
 import numpy as np
 
+from .. import _dtype
 from ..autograd.grad_mode import enable_grad
 from ..backend import backend_of
 from ..kernels.cpu._ptr import _addr_of
@@ -187,9 +197,9 @@ class _Bucket:
         # (0: the arena slot, always on CUDA, whose launchers ignore the table), first element
         self.gsrc = np.zeros(2 * n, np.int64)
         self.gsrc[1::2] = offsets[:-1]
-        self.zero_copy = be.name == "cpu"
+        self.zero_copy = be.name == "cpu" and dtype != _BF16  # a bfloat16 bucket's kernels read float32
         self.tables = (self.blk_start, self.blk_end, self.blk_seg, self.active, self.gsrc)
-        wide = opt._scal_wide and np.dtype(dtype) != np.float64
+        wide = opt._scal_wide and np.dtype(dtype) != np.float64 or dtype == _BF16
         self.scal = be.zeros(opt._scal_width * n, np.float32 if wide else dtype)
         self.work = {}
         self.any_active = False
@@ -201,6 +211,33 @@ class _Bucket:
         if a is None:
             a = self.work[name] = self.be.zeros(size, dtype)
         return a
+
+
+_BF16 = _dtype.bfloat16
+
+
+class _Wide:
+    """A bfloat16 bucket as the float32 kernels see it (see the module docstring): float32
+    copies of ``param``, ``grad`` and the state buffers; every other attribute (tables, step
+    counts, flags, ``scal``, scratch arrays) is the bucket's own. :meth:`store` rounds the
+    parameters and the state back into the bucket."""
+
+    def __init__(self, bucket):
+        from ..kernels.cpu.convert import from_bf16
+        self._b = bucket
+        self.dtype = np.dtype(np.float32)
+        self.param = from_bf16(bucket.param)
+        self.grad = from_bf16(bucket.grad)
+        self.bufs = {k: from_bf16(v) for k, v in bucket.bufs.items()}
+
+    def __getattr__(self, name):
+        return getattr(self._b, name)
+
+    def store(self):
+        from ..kernels.cpu.convert import _f32_to_bf16_cpu
+        b = self._b
+        for wide, narrow in ((self.param, b.param), *((self.bufs[k], b.bufs[k]) for k in b.bufs)):
+            _f32_to_bf16_cpu(wide.view(np.uint32), narrow.view(np.uint16))
 
 
 class _Arena:
@@ -222,6 +259,12 @@ class Optimizer:
     (``{"params": [...], "lr": ...}``); options missing from a group take the
     optimizer's ``defaults``. Subclasses implement :meth:`_update_bucket`, the fused
     kernel call for one bucket of the arena (see the module docstring), or :meth:`step`.
+
+    bfloat16 parameters are accepted by every fused optimizer (not ``LBFGS``): their state
+    buffers are bfloat16 (``step`` float32), as torch's; each step computes the update in
+    float32 from the widened parameter, gradient and state and rounds the new parameter
+    and state once to bfloat16 (round to nearest even). float16 parameters are refused on
+    the CPU.
     """
 
     # Subclass configuration of the fused arena.
@@ -268,7 +311,7 @@ class Optimizer:
                 raise TypeError(f"optimizer can only optimize Tensors, but one of the params is {type(p).__name__}")
             if p.grad_fn is not None:
                 raise ValueError("can't optimize a non-leaf Tensor")
-            if p.array.dtype.kind != "f":
+            if not _dtype.is_float(p.array.dtype):
                 raise TypeError(f"optimizer can only optimize floating point Tensors, got dtype {p.dtype}")
         seen = set()
         unique = []
@@ -315,7 +358,12 @@ class Optimizer:
             raise NotImplementedError
         loss = self._closure(closure)
         for hyper, bucket, t in self._active_buckets():
-            self._update_bucket(hyper, bucket, t)
+            if bucket.dtype == _BF16:  # computed in float32, rounded back (module docstring)
+                wide = _Wide(bucket)
+                self._update_bucket(hyper, wide, np.float32)
+                wide.store()
+            else:
+                self._update_bucket(hyper, bucket, t)
         return loss
 
     # ``_update_bucket(hyper, bucket, t)``: the fused update of one bucket (a subclass's method)
@@ -375,6 +423,9 @@ class Optimizer:
         by_dtype = {}
         for p in params:
             dt = p.array.dtype
+            if dt == _BF16 and type(p.array) is not np.ndarray:
+                raise TypeError(f"{type(self).__name__}: bfloat16 parameters are supported on the CPU only, "
+                                f"got one on {p.device}")
             if dt == np.float16 and type(p.array) is np.ndarray:
                 raise TypeError(f"{type(self).__name__}: float16 parameters are not supported on the CPU (Numba "
                                 "has no float16); keep float32 master weights")

@@ -6,6 +6,11 @@
   to two units in the last place of the reduced type (accumulation order differs).
   Ops off the lists keep torch's dtype too (a bfloat16 input stays bfloat16, bfloat16
   meeting float32 is float32).
+* The convolutions, ``scaled_dot_product_attention`` and ``MultiheadAttention`` (with and
+  without returned weights) run in the region's dtype as torch's, with float32 parameter
+  gradients close to torch's; the recurrent ops follow torch's lists (Elman cells in the
+  region's dtype; ``GRU``, ``GRUCell``, ``LSTMCell`` float32). The attention core that
+  recomputes its probabilities in backward gives the gradients of the one that kept them.
 * A small MLP's forward and loss under autocast: parameter gradients are float32 and
   close to torch's.
 * Nesting (an inner region disables or changes the dtype, each exit restores), the
@@ -68,7 +73,28 @@ def _lower_cases():
         (x, tx), (w, tw), (b, tb) = _pair(2, 6, 8, seed=seed), _pair(5, 8, seed=seed + 1), _pair(5, seed=seed + 2)
         return (x, w, b), (tx, tw, tb)
 
+    def conv(seed, xs, ws, nb):
+        (x, tx), (w, tw), (b, tb) = _pair(*xs, seed=seed), _pair(*ws, seed=seed + 1), _pair(nb, seed=seed + 2)
+        return (x, w, b), (tx, tw, tb)
+
+    def attn(seed):
+        ps = [_pair(2, 3, 6, 8, seed=seed + i) for i in range(3)]
+        m = np.triu(np.full((6, 6), -np.inf, np.float32), 1)  # a float32 mask is cast too
+        return tuple(p[0] for p in ps) + (ng.tensor(m),), tuple(p[1] for p in ps) + (torch.from_numpy(m),)
+
+    tf = TF if torch else None
     return {
+        "conv1d": (lambda s: conv(s, (2, 3, 10), (4, 3, 3), 4), lambda x, w, b: F.conv1d(x, w, b, padding=1),
+                   lambda x, w, b: tf.conv1d(x, w, b, padding=1)),
+        "conv2d": (lambda s: conv(s, (2, 3, 7, 7), (4, 3, 3, 3), 4), lambda x, w, b: F.conv2d(x, w, b, stride=2),
+                   lambda x, w, b: tf.conv2d(x, w, b, stride=2)),
+        "conv_transpose1d": (lambda s: conv(s, (2, 3, 6), (3, 4, 3), 4), F.conv_transpose1d,
+                             tf.conv_transpose1d if torch else None),
+        "conv_transpose2d": (lambda s: conv(s, (2, 3, 4, 4), (3, 4, 3, 3), 4),
+                             lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2),
+                             lambda x, w, b: tf.conv_transpose2d(x, w, b, stride=2)),
+        "scaled_dot_product_attention": (attn, lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, m),
+                                         lambda q, k, v, m: tf.scaled_dot_product_attention(q, k, v, m)),
         "matmul": (mats, ng.matmul, torch.matmul if torch else None),
         "operator @": (mats, lambda a, b: a @ b, lambda a, b: a @ b),
         "mm": (mats, ng.mm, torch.mm if torch else None),
@@ -216,6 +242,109 @@ def test_lstm_and_rnn_run_in_lower_precision_as_torch(mode, low):
     _close(y, ty, 2.0 ** -7, ulps=4)
     y.float().sum().backward()
     assert all(p.grad.dtype == ng.float32 for p in m.parameters())
+
+
+@needs_torch
+@pytest.mark.parametrize("name", ["RNNCell", "RNNCell-relu", "GRUCell", "LSTMCell", "GRU"])
+def test_recurrent_ops_follow_torchs_lists(name):
+    """torch 2.13 lists ``rnn_tanh_cell``/``rnn_relu_cell`` (lower precision) but neither
+    ``gru``, ``gru_cell`` nor ``lstm_cell``: those stay float32."""
+    cls, kw = name.split("-")[0], ({"nonlinearity": "relu"} if name.endswith("relu") else {})
+    ng.manual_seed(8)
+    m = getattr(nn, cls)(8, 4, **kw)
+    tm = getattr(torch.nn, cls)(8, 4, **kw)
+    tm.load_state_dict({k: torch.from_numpy(v.numpy().copy()) for k, v in m.state_dict().items()})
+    x, tx = _pair(*((3, 8) if "Cell" in cls else (5, 3, 8)), seed=9)
+    with ng.autocast("cpu"):
+        y = m(x)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ty = tm(tx)
+    y, ty = (y[0], ty[0]) if isinstance(y, tuple) else (y, ty)
+    assert str(y.dtype) == str(ty.dtype).replace("torch.", "")
+    # torch's GRU/LSTM cells are composites whose inner linear calls autocast still rounds
+    # to bfloat16 (their result is float32); numbagrad's stay float32 inside
+    _close(y, ty, 2.0 ** -7, ulps=4)
+
+
+@needs_torch
+@pytest.mark.parametrize("cls", ["Conv1d", "Conv2d", "ConvTranspose2d"])
+def test_conv_modules_under_autocast_give_float32_gradients_like_torch(cls):
+    ng.manual_seed(15)
+    m = getattr(nn, cls)(3, 5, 3, stride=2, padding=1)
+    tm = getattr(torch.nn, cls)(3, 5, 3, stride=2, padding=1)
+    tm.load_state_dict({k: torch.from_numpy(v.numpy().copy()) for k, v in m.state_dict().items()})
+    x, tx = _pair(*((4, 3, 12) if cls == "Conv1d" else (4, 3, 9, 9)), seed=16)
+    x.requires_grad_()
+    tx.requires_grad_()
+    with ng.autocast("cpu"):
+        y = m(x)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ty = tm(tx)
+    assert y.dtype == ng.bfloat16 and ty.dtype == torch.bfloat16
+    _close(y, ty, 2.0 ** -7, ulps=4)
+    up = np.random.default_rng(17).standard_normal(y.shape).astype(np.float32)
+    (y.float() * ng.tensor(up)).sum().backward()
+    (ty.float() * torch.from_numpy(up)).sum().backward()
+    for (name, p), tp in list(zip(m.named_parameters(), tm.parameters())) + [(("input", x), tx)]:
+        assert p.grad.dtype == ng.float32, name
+        np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=0,
+                                   atol=8 * 2.0 ** -7 * np.abs(tp.grad.numpy()).max(), err_msg=name)
+
+
+def _mha_pair(seed):
+    ng.manual_seed(seed)
+    m = nn.MultiheadAttention(16, 4, batch_first=True)
+    tm = torch.nn.MultiheadAttention(16, 4, batch_first=True)
+    tm.load_state_dict({k: torch.from_numpy(v.numpy().copy()) for k, v in m.state_dict().items()})
+    return m, tm
+
+
+@needs_torch
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_multihead_attention_under_autocast_matches_torch(need_weights):
+    m, tm = _mha_pair(10)
+    x, tx = _pair(3, 7, 16, seed=11)
+    mask = np.triu(np.full((7, 7), -np.inf, np.float32), 1)
+    kw = dict(need_weights=need_weights, is_causal=not need_weights)
+    with ng.autocast("cpu"):
+        y, w = m(x, x, x, attn_mask=ng.tensor(mask), **kw)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ty, tw = tm(tx, tx, tx, attn_mask=torch.from_numpy(mask), **kw)
+    assert y.dtype == ng.bfloat16 and ty.dtype == torch.bfloat16
+    _close(y, ty, 2.0 ** -7, ulps=4)
+    if need_weights:
+        assert w.dtype == ng.bfloat16 and tw.dtype == torch.bfloat16
+        _close(w, tw, 2.0 ** -7, ulps=4)
+    up = np.random.default_rng(12).standard_normal(y.shape).astype(np.float32)
+    (y.float() * ng.tensor(up)).sum().backward()
+    (ty.float() * torch.from_numpy(up)).sum().backward()
+    for (name, p), tp in zip(m.named_parameters(), tm.parameters()):
+        assert p.grad.dtype == ng.float32, name
+        np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=0,
+                                   atol=8 * 2.0 ** -7 * np.abs(tp.grad.numpy()).max(), err_msg=name)
+
+
+def test_attention_recomputes_the_probabilities_it_did_not_keep():
+    """Under bfloat16 autocast the attention core keeps no probabilities without dropout or
+    returned weights, and recomputes them in backward: the gradients are bit for bit those of
+    the node that kept them (``need_weights=True``), and it holds less."""
+    grads, held = {}, {}
+    mask = ng.tensor(np.triu(np.full((7, 7), -np.inf, np.float32), 1))
+    for need in (False, True):
+        m, _ = _mha_pair(13) if torch is not None else (None, None)
+        if m is None:
+            ng.manual_seed(13)
+            m = nn.MultiheadAttention(16, 4, batch_first=True)
+        x = ng.tensor(np.random.default_rng(14).standard_normal((3, 7, 16)).astype(np.float32))
+        base = ng.memory_stats()["saved_bytes"]
+        with ng.autocast("cpu"):
+            y, _ = m(x, x, x, attn_mask=mask, need_weights=need)
+        held[need] = ng.memory_stats()["saved_bytes"] - base
+        y.float().square().sum().backward()
+        grads[need] = [p.grad.numpy().copy() for p in m.parameters()]
+    for a, b in zip(grads[False], grads[True]):
+        np.testing.assert_array_equal(a, b)
+    assert held[True] - held[False] >= 3 * 4 * 7 * 7 * 4  # the float32 probabilities (B, H, L, S)
 
 
 def test_float64_is_never_cast():

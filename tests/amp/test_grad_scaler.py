@@ -12,6 +12,10 @@
 * ``unscale_`` + ``clip_grad_norm_`` + ``step``; the state machine's errors; ``state_dict``
   through ``ng.save``/``ng.load`` continues the same sequence; disabled pass-through.
 * An MLP on ``load_digits`` trains identically with and without the scaler.
+* bfloat16: unscaled gradients are torch's bit for bit (one float32 multiply, one rounding;
+  NaNs only as NaNs), through the arena and the per-gradient path; a bfloat16 MLP trained
+  with skipped inf/NaN steps has torch's scale sequence and skip pattern, parameters within
+  bfloat16 rounding. float16 through the private ``allow_fp16`` path against NumPy.
 * The kernel: serial and parallel twins against a NumPy reference, gradients read in place
   through the arena's address table, inactive parameters untouched.
 torch is an optional oracle: those tests skip without it.
@@ -303,6 +307,137 @@ def test_float16_gradients_refused_as_torch():
         s.scale(lib.ones(()))
         with pytest.raises(ValueError, match="Attempting to unscale FP16 gradients"):
             s.unscale_(lib.optim.SGD([p], lr=0.1))
+
+
+# ---- bfloat16 (and float16 through the private path) -------------------------------------------------
+def _bf16_bits(t):
+    """The uint16 bit patterns of a bfloat16 tensor of either library."""
+    if torch is not None and isinstance(t, torch.Tensor):
+        return t.detach().view(torch.int16).numpy().view(np.uint16).copy()
+    return t.detach().numpy().view(np.uint16).copy()
+
+
+def _assert_same_bf16(a, b):
+    """Equal bit patterns, except that a NaN only has to be a NaN (its payload is the
+    converter's business: torch's vector rounding gives 0xffff, numbagrad's 0x7fc0)."""
+    a, b = _bf16_bits(a), _bf16_bits(b)
+    nan_a, nan_b = (a & 0x7FFF) > 0x7F80, (b & 0x7FFF) > 0x7F80
+    np.testing.assert_array_equal(nan_a, nan_b)
+    np.testing.assert_array_equal(a[~nan_a], b[~nan_b])
+
+
+@needs_torch
+def test_bfloat16_gradients_unscaled_bit_for_bit_as_torch():
+    """torch multiplies each bfloat16 gradient in float32 by the float32 inv_scale and rounds
+    once: one multiply and one rounding, so the bits are decided and must match, through the
+    optimizer arena (two bfloat16 parameters, one without a gradient, next to a float32 one)
+    and the per-gradient path of a duck-typed optimizer (a strided gradient too)."""
+    r = np.random.default_rng(11)
+    g = (r.standard_normal(300).astype(np.float32) * 1e3).astype(ng.bfloat16)
+    g[[3, 200]] = [np.inf, np.nan]
+    g32 = r.standard_normal(5).astype(np.float32) * 3e4
+
+    class Plain:
+        def __init__(self, params):
+            self.param_groups = [{"params": list(params)}]
+
+        def step(self):
+            pass
+
+    for scale in (3.0e4, 19660.80078125, 1.0, 7.0e-3, 2.0 ** -140):
+        for plain in (False, True):
+            res = {}
+            for lib in (ng, torch):
+                bf = lib.bfloat16
+                ps = [lib.nn.Parameter(lib.zeros(100, dtype=bf)), lib.nn.Parameter(lib.zeros(4, dtype=bf)),
+                      lib.nn.Parameter(lib.zeros(10, 20, dtype=bf)), lib.nn.Parameter(lib.zeros(5))]
+                ps[0].grad = lib.tensor(g[:100].astype(np.float32)).to(bf)
+                ps[2].grad = lib.tensor(g[100:].astype(np.float32).reshape(20, 10)).to(bf).T   # strided
+                ps[3].grad = lib.tensor(g32.copy())
+                opt = (Plain if plain else lambda q: lib.optim.SGD(q, lr=0.1))(ps)
+                s = lib.amp.GradScaler("cpu")
+                s.scale(lib.ones(()))
+                s.update(scale)
+                s.unscale_(opt)
+                res[lib.__name__] = ps
+            a, b = res["numbagrad"], res["torch"]
+            for i in (0, 2):
+                assert a[i].grad.dtype == ng.bfloat16
+                _assert_same_bf16(a[i].grad, b[i].grad)
+            assert a[1].grad is None
+            np.testing.assert_array_equal(a[3].grad.numpy(), b[3].grad.numpy())
+
+
+def test_float16_gradients_through_the_private_path_as_numpy():
+    """``_unscale_grads_(..., allow_fp16=True)`` (torch's private flag) takes float16 gradients
+    on the CPU: widened exactly, multiplied in float32, rounded once (NumPy's casts)."""
+    g = (np.random.default_rng(12).standard_normal(50) * 3e3).astype(np.float16)
+    g[7] = np.inf
+    p = nn.Parameter(ng.zeros(50))
+
+    class Plain:
+        param_groups = [{"params": [p]}]
+
+    p.grad = ng.tensor(g.copy())
+    inv = np.float32(1 / 3.0e4)
+    found = ng.amp.GradScaler("cpu")._unscale_grads_(Plain, inv, allow_fp16=True)
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(p.grad.numpy(), (g.astype(np.float32) * inv).astype(np.float16))
+    assert found["cpu"][0] == 1.0
+
+
+@needs_torch
+def test_bfloat16_model_trains_as_torch_with_skipped_steps():
+    """A bfloat16 MLP trained with SGD + momentum and a GradScaler that grows every second
+    finite step; an inf gradient (step 3) and a NaN one (step 6) skip the step and back the
+    scale off. The scale and growth tracker after every update and which steps ran are
+    torch's exactly; the parameters stay within bfloat16 rounding of torch's (torch rounds
+    to bfloat16 after every op of the matmuls and the SGD update, numbagrad after each
+    op's float32 computation)."""
+    r0 = np.random.default_rng(0)
+    init = [r0.standard_normal((8, 6)) * 0.4, r0.standard_normal(8) * 0.1, r0.standard_normal((1, 8)) * 0.4,
+            np.zeros(1)]
+    data = [(r0.standard_normal((16, 6)), r0.standard_normal((16, 1))) for _ in range(8)]
+
+    def run(lib):
+        m = lib.nn.Sequential(lib.nn.Linear(6, 8), lib.nn.Tanh(), lib.nn.Linear(8, 1))
+        with lib.no_grad():
+            for p, v in zip(m.parameters(), init):
+                p.copy_(lib.tensor(v.astype(np.float32)))
+        m = m.to(lib.bfloat16)
+        opt = lib.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
+        s = lib.amp.GradScaler("cpu", init_scale=2.0 ** 10, growth_interval=2)
+        out = []
+        for k, (x, y) in enumerate(data):
+            x = lib.tensor(x.astype(np.float32)).to(lib.bfloat16)
+            y = lib.tensor(y.astype(np.float32)).to(lib.bfloat16)
+            opt.zero_grad()
+            s.scale(((m(x) - y) ** 2).mean()).backward()
+            if k == 3:
+                m[0].weight.grad[1, 2] = float("inf")
+            if k == 6:
+                m[2].bias.grad[0] = float("nan")
+            s.step(opt)
+            s.update()
+            out.append((s.get_scale(), s._get_growth_tracker(),
+                        [_bf16_bits(p) for p in m.parameters()]))
+        return out
+
+    ours, ref = run(ng), run(torch)
+    ran = {"ours": [], "torch": []}
+    for k, ((sa, ta, pa), (sb, tb, pb)) in enumerate(zip(ours, ref)):
+        assert (sa, ta) == (sb, tb), k
+        for name, ps, hist in (("ours", pa, ours), ("torch", pb, ref)):
+            ran[name].append(k == 0 or any(not np.array_equal(u, v) for u, v in zip(ps, hist[k - 1][2])))
+        for u, v in zip(pa, pb):
+            a = u.view(ng.bfloat16).astype(np.float64)
+            b = v.view(ng.bfloat16).astype(np.float64)
+            assert np.isfinite(a).all()
+            # within 2 bfloat16 ulps of the larger magnitude (2**-8 relative), 2**-10 absolute
+            np.testing.assert_allclose(a, b, rtol=2.0 ** -7, atol=2.0 ** -10, err_msg=f"step {k}")
+    assert ran["ours"] == ran["torch"]
+    assert [k for k, r in enumerate(ran["ours"]) if not r] == [3, 6]
+    assert [s for s, _, _ in ours][:5] == [1024.0, 2048.0, 2048.0, 1024.0, 1024.0]
 
 
 def test_update_new_scale():

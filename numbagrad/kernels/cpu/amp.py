@@ -31,8 +31,10 @@ Design
   LLVM may fold the finiteness test to "finite".
 * Below ``config.PARALLEL_THRESHOLD`` arena elements the serial twin runs (``FlatKernel``'s
   rule, on ``grad.size``).
-* float16 never reaches this kernel: numba has no CPU float16, CPU optimizers refuse
-  float16 parameters, and ``GradScaler.unscale_`` refuses float16 gradients as torch does.
+* float16 and bfloat16 never reach this kernel (numba has no CPU type for either):
+  ``GradScaler`` widens such gradients to a float32 copy, runs this kernel on it and rounds
+  the products back once (``amp/grad_scaler.py``'s ``_unscale_check``), as torch's
+  ``opmath`` does. ``GradScaler.unscale_`` refuses float16 gradients, as torch does.
 """
 from numba import njit, prange
 
