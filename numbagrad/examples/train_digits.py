@@ -6,7 +6,8 @@ the final test accuracy (about 97-98%).
 
 Flags: ``--epochs``, ``--batch-size``, ``--lr``, ``--seed``, ``--quiet`` (no progress
 bar or per-epoch lines, only the final accuracy), ``--checkpoint PATH`` (save the whole
-run state there after every epoch, crash-safely) and ``--resume`` (continue from that
+run state there after every epoch, crash-safely, in a background process:
+:class:`numbagrad.io.AsyncSaver`; every save is written before ``main`` returns) and ``--resume`` (continue from that
 checkpoint if it exists: a run killed and resumed ends bit-identical to one never stopped).
 """
 import argparse
@@ -69,6 +70,9 @@ def main(argv=None):
     args = parse_args(argv)
     from tqdm import tqdm
 
+    # checkpoints are written by a background process (numbagrad.io.AsyncSaver), started
+    # first so that its start-up overlaps the data and model set-up
+    saver = ng.io.AsyncSaver() if args.checkpoint else None
     ng.manual_seed(args.seed)
     X, y = load_digits()
     X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.2, seed=args.seed)
@@ -89,27 +93,33 @@ def main(argv=None):
         start = ck["epoch"] + 1
         if not args.quiet:
             print(f"resumed from {args.checkpoint} after epoch {ck['epoch']}", flush=True)
-    for epoch in range(start, args.epochs + 1):
-        model.train()
-        total, count = 0.0, 0
-        bar = tqdm(loader, desc=f"epoch {epoch}/{args.epochs}", unit="batch", leave=False,
-                   disable=args.quiet, file=sys.stderr)
-        for xb, yb in bar:
-            loss = F.cross_entropy(model(xb), yb)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            v = loss.item()
-            total += v * len(yb)
-            count += len(yb)
-            bar.set_postfix(loss=f"{v:.4f}", refresh=False)
-        bar.close()
-        losses.append(total / count)
-        if args.checkpoint:
-            ng.save(run_state(model, opt, loader, epoch, losses), args.checkpoint)
-        if not args.quiet:
-            print(f"epoch {epoch:3d}/{args.epochs}  train loss {losses[-1]:.4f}  "
-                  f"test acc {accuracy(model, X_test, y_test):.4f}", flush=True)
+    try:
+        for epoch in range(start, args.epochs + 1):
+            model.train()
+            total, count = 0.0, 0
+            bar = tqdm(loader, desc=f"epoch {epoch}/{args.epochs}", unit="batch", leave=False,
+                       disable=args.quiet, file=sys.stderr)
+            for xb, yb in bar:
+                loss = F.cross_entropy(model(xb), yb)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                v = loss.item()
+                total += v * len(yb)
+                count += len(yb)
+                bar.set_postfix(loss=f"{v:.4f}", refresh=False)
+            bar.close()
+            losses.append(total / count)
+            if saver is not None:
+                saver.save(run_state(model, opt, loader, epoch, losses), args.checkpoint)
+            if not args.quiet:
+                print(f"epoch {epoch:3d}/{args.epochs}  train loss {losses[-1]:.4f}  "
+                      f"test acc {accuracy(model, X_test, y_test):.4f}", flush=True)
+        if saver is not None:
+            saver.wait()  # every checkpoint written (or its error raised) before main() returns
+    finally:
+        if saver is not None:
+            saver.close()
     acc = accuracy(model, X_test, y_test)
     seconds = time.perf_counter() - t0
     print(f"test accuracy: {acc:.4f}  ({len(y_test)} test digits, {seconds:.1f} s)", flush=True)

@@ -8,4 +8,5 @@ from .errors import CheckpointError  # noqa: F401
 from ._format import save, load, FORMAT, FORMAT_VERSION  # noqa: F401
 from .checkpoint import (save_checkpoint, load_checkpoint, read_checkpoint, structure_hash,  # noqa: F401
                          module_structure_hash, LoadReport, CheckpointMismatch)
+from .async_save import AsyncSaver, async_save, default_saver  # noqa: F401
 from .safetensors_io import save_safetensors, load_safetensors  # noqa: F401  (needs the safetensors extra when called)

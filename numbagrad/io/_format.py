@@ -93,8 +93,74 @@ def _is_parameter(t):
     return isinstance(t, Parameter)
 
 
+class _Frozen:
+    """A tensor as :func:`snapshot` copies it for a later or background save: its host
+    array (a private copy), its item kind (``tensor``/``parameter``), device name and
+    ``requires_grad``. Written exactly as the tensor would have been; plain data, so it
+    pickles to a saver process (``io/async_save.py``) without the Tensor class."""
+    __slots__ = ("array", "kind", "device", "requires_grad")
+
+    def __init__(self, array, kind, device, requires_grad):
+        self.array, self.kind, self.device, self.requires_grad = array, kind, device, requires_grad
+
+    def __getstate__(self):
+        return self.array, self.kind, self.device, self.requires_grad
+
+    def __setstate__(self, state):
+        self.array, self.kind, self.device, self.requires_grad = state
+
+
+_IMMUTABLE_LEAVES = (str, float, bool, type(None), bytes)
+"""Leaf types :func:`snapshot` keeps as they are with no check (ints are checked: a
+subclass of ``numbers.Integral`` that is not ``int`` is refused)."""
+
+
+def snapshot(obj, path=(), seen=None):
+    """A copy of ``obj``, checked as :func:`save` checks it (the same ``TypeError`` with
+    the key path), that later changes to its tensors and arrays cannot reach: containers
+    rebuilt with their types, tensors as :class:`_Frozen` host copies, arrays copied,
+    immutable scalars kept. What :func:`save` writes from the snapshot equals what it
+    would have written from ``obj`` at the time of the call. One walk that checks and
+    copies the common types itself (~2 us an item) and leaves the rest to :func:`_check`."""
+    t = type(obj)
+    if t in _IMMUTABLE_LEAVES:
+        return obj
+    if isinstance(obj, Tensor):
+        a = obj.array
+        if a.dtype.kind not in _ARRAY_KINDS and a.dtype != _dtype.bfloat16:
+            _check(obj, path, set())  # raises
+        kind = "tensor" if t is Tensor else "parameter" if _is_parameter(obj) else "tensor"
+        if type(a) is np.ndarray:
+            return _Frozen(a.copy(), kind, "cpu", bool(obj.requires_grad))
+        return _Frozen(np.array(obj.detach().cpu().array, copy=True), kind, str(obj.device),
+                       bool(obj.requires_grad))
+    if t is np.ndarray:
+        if (obj.dtype.kind not in _ARRAY_KINDS and obj.dtype != _dtype.bfloat16) or obj.dtype.fields is not None:
+            _check(obj, path, set())  # raises
+        return obj.copy()
+    if t in (dict, collections.OrderedDict, list, tuple):
+        seen = set() if seen is None else seen
+        if id(obj) in seen:
+            raise TypeError(f"numbagrad.save: the {t.__name__} at key {_fmt_path(path)} contains itself")
+        seen.add(id(obj))
+        if t is dict or t is collections.OrderedDict:
+            out = t()
+            for k, v in obj.items():
+                if type(k) is not str and (type(k) is not int or not _INT64[0] <= k <= _INT64[1]):
+                    _check({k: None}, path, set())  # raises for a bad key (a valid one passes)
+                out[k] = snapshot(v, path + (k,), seen)
+        else:
+            out = t(snapshot(v, path + (i,), seen) for i, v in enumerate(obj))
+        seen.discard(id(obj))
+        return out
+    _check(obj, path, set())  # raises for what the format cannot hold
+    return bytearray(obj) if t is bytearray else obj
+
+
 def _check(obj, path, seen):
     """Refuse what the format cannot hold, before anything is written."""
+    if type(obj) is _Frozen:
+        return
     if isinstance(obj, Tensor):
         if obj.dtype.kind not in _ARRAY_KINDS and obj.dtype != _dtype.bfloat16:
             raise TypeError(f"numbagrad.save: tensor of dtype {obj.dtype} at key {_fmt_path(path)} "
@@ -362,6 +428,9 @@ class _Writer:
             arr = v.detach().cpu().array if v.device.type != "cpu" else v.detach().array
             arr = np.asarray(arr)
             meta = {"device": str(v.device), "requires_grad": bool(v.requires_grad)}
+        elif type(v) is _Frozen:
+            kind, arr = v.kind, v.array
+            meta = {"device": v.device, "requires_grad": v.requires_grad}
         elif isinstance(v, np.ndarray):
             kind, arr, meta = "ndarray", v, {}
         else:
