@@ -12,6 +12,12 @@ the epoch in progress (drawn once, when the epoch's first batch is asked for) an
 batches it has yielded. After :meth:`DataLoader.load_state_dict`, the next
 ``iter(loader)`` continues that epoch with the next batch, without drawing; later epochs
 draw as usual. See :meth:`DataLoader.state_dict` for the layout and what else to restore.
+
+Worker processes (``num_workers > 0``) follow PyTorch's model: the main process still
+draws the order and slices it, sends the index batches to the workers and puts their
+results back in order, so batches, resume and the random stream are those of
+``num_workers=0``. The machinery (spawn, shared-memory transport, errors) is in
+:mod:`numbagrad.data._worker`.
 """
 import collections.abc
 import numbers
@@ -20,6 +26,8 @@ import numpy as np
 
 from .. import random as _random
 from ..tensor import Tensor
+from . import _worker
+from .dataset import IterableDataset
 from .sampler import BatchSampler, RandomSampler, SequentialSampler, _draws_whole_epochs, _sampler_order
 
 __all__ = ["DataLoader", "default_collate"]
@@ -65,23 +73,100 @@ class DataLoader:
 
     Parameters
     ----------
-    dataset : a map-style dataset (``__getitem__`` + ``__len__``)
+    dataset : a map-style dataset (``__getitem__`` + ``__len__``) or an
+        :class:`~numbagrad.data.IterableDataset` (then no shuffle/sampler options)
     batch_size : int or None, default 1 (None: yield single samples)
     shuffle : bool, default False (a new random order every epoch)
     sampler, batch_sampler : custom index order / batches (exclusive with ``shuffle``)
+    num_workers : int, default 0 (load in the main process); ``N > 0``: ``N`` worker
+        processes fetch and collate batches, which come back in sampler order
     collate_fn : callable, default :func:`default_collate`
+    pin_memory, pin_memory_device : accepted and ignored: batches are host arrays, and a
+        CUDA copy of them needs no page-locked staging in numbagrad
     drop_last : bool, default False (drop the last incomplete batch)
-    generator : numbagrad.Generator for shuffling (default: the global one)
+    timeout : float, default 0 (wait forever); with workers, a ``RuntimeError`` when one
+        batch takes longer than this many seconds (a worker's start-up, the spawn and its
+        imports, is not counted: it takes a second or more; a worker that dies is
+        reported within a fraction of a second whatever ``timeout`` is)
+    worker_init_fn : callable(worker_id), run in each worker after it is seeded
+    multiprocessing_context : None (``"spawn"``), ``"spawn"``, ``"forkserver"``, ``"fork"``
+        or a ``multiprocessing`` context. ``"fork"`` raises ``RuntimeError`` once numba's
+        thread pool has run in this process: a forked child would hang in its first
+        parallel kernel
+    generator : numbagrad.Generator for shuffling and the workers' base seed (default:
+        the global one)
+    prefetch_factor : int, default 2 with workers: batches in flight per worker
+    persistent_workers : bool, default False: keep the workers (and their copy of the
+        dataset) between epochs instead of starting them at each epoch
+    in_order : accepted; batches always come in sampler order
+
+    Workers (see ``numbagrad/data/_worker.py``) get the dataset, ``collate_fn`` and
+    ``worker_init_fn`` pickled, so these must be importable by name (defined at module
+    level, not in ``__main__`` of an interactive session). Worker ``i`` is seeded each
+    epoch with ``base_seed + i`` (``numbagrad.manual_seed``, ``random.seed``, NumPy's
+    legacy global RNG), ``base_seed`` drawn from ``generator`` (or the default generator)
+    after the epoch's order, also without workers so that the random stream does not
+    depend on ``num_workers``; :func:`~numbagrad.data.get_worker_info` tells a worker who
+    it is. Batches come back through shared memory. A worker's exception is raised in the
+    main process with the worker's traceback; a worker that dies raises ``RuntimeError``;
+    after either the workers are shut down. Unlike torch, persistent workers are reseeded
+    at every epoch (so an epoch's draws do not depend on ``persistent_workers``), and
+    ``worker_init_fn`` runs once per worker process.
 
     ``state_dict()`` / ``load_state_dict()`` save and restore the position in the epoch
     (see :meth:`state_dict`).
     """
 
-    def __init__(self, dataset, batch_size=1, shuffle=False, sampler=None, batch_sampler=None, num_workers=0,
+    def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None, num_workers=0,
                  collate_fn=None, pin_memory=False, drop_last=False, timeout=0, worker_init_fn=None,
-                 generator=None, *, prefetch_factor=None, persistent_workers=False):
-        if num_workers != 0:
-            raise NotImplementedError("DataLoader: num_workers > 0 is not supported yet; use num_workers=0")
+                 multiprocessing_context=None, generator=None, *, prefetch_factor=None, persistent_workers=False,
+                 pin_memory_device="", in_order=True):
+        if isinstance(num_workers, bool) or not isinstance(num_workers, numbers.Integral) or num_workers < 0:
+            raise ValueError("num_workers option should be non-negative; use num_workers=0 to disable "
+                             f"multiprocessing, got num_workers={num_workers!r}")
+        num_workers = int(num_workers)
+        if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or timeout < 0:
+            raise ValueError(f"timeout option should be non-negative, got timeout={timeout!r}")
+        if num_workers == 0 and prefetch_factor is not None:
+            raise ValueError("prefetch_factor option could only be specified in multiprocessing. Let num_workers > 0 "
+                             "to enable multiprocessing, otherwise set prefetch_factor to None "
+                             f"(got num_workers=0, prefetch_factor={prefetch_factor!r})")
+        if num_workers > 0 and prefetch_factor is None:
+            prefetch_factor = 2
+        if prefetch_factor is not None and (isinstance(prefetch_factor, bool) or not isinstance(
+                prefetch_factor, numbers.Integral) or prefetch_factor <= 0):
+            raise ValueError(f"prefetch_factor option should be a positive integer, got {prefetch_factor!r}")
+        if persistent_workers and num_workers == 0:
+            raise ValueError("persistent_workers option needs num_workers > 0")
+        if worker_init_fn is not None and not callable(worker_init_fn):
+            raise TypeError(f"DataLoader: worker_init_fn must be callable, got {type(worker_init_fn).__name__}")
+        if multiprocessing_context is not None:
+            if num_workers == 0:
+                raise ValueError("multiprocessing_context can only be used with multi-process loading "
+                                 f"(num_workers > 0), but got num_workers={num_workers}")
+            import multiprocessing as mp
+            if isinstance(multiprocessing_context, str):
+                if multiprocessing_context not in mp.get_all_start_methods():
+                    raise ValueError(f"multiprocessing_context option should specify a valid start method in "
+                                     f"{mp.get_all_start_methods()!r}, but got "
+                                     f"multiprocessing_context={multiprocessing_context!r}")
+            elif not isinstance(multiprocessing_context, mp.context.BaseContext):
+                raise TypeError(f"multiprocessing_context option should be a valid context object or a string "
+                                f"specifying the start method, but got "
+                                f"multiprocessing_context={multiprocessing_context!r}")
+        self._iterable = isinstance(dataset, IterableDataset)
+        if self._iterable:
+            # torch: the stream's own order; sampler options make no sense for it
+            if shuffle not in (None, False):
+                raise ValueError(f"DataLoader with IterableDataset: expected unspecified shuffle option, but got "
+                                 f"shuffle={shuffle}")
+            if sampler is not None:
+                raise ValueError(f"DataLoader with IterableDataset: expected unspecified sampler option, but got "
+                                 f"sampler={sampler}")
+            if batch_sampler is not None:
+                raise ValueError(f"DataLoader with IterableDataset: expected unspecified batch_sampler option, but "
+                                 f"got batch_sampler={batch_sampler}")
+        shuffle = bool(shuffle)
         if sampler is not None and shuffle:
             raise ValueError("sampler option is mutually exclusive with shuffle")
         if batch_sampler is not None:
@@ -93,10 +178,13 @@ class DataLoader:
         elif batch_size is not None and (not isinstance(batch_size, int) or isinstance(batch_size, bool)
                                          or batch_size <= 0):
             raise ValueError(f"batch_size should be a positive integer value, but got batch_size={batch_size}")
-        if sampler is None:
-            sampler = RandomSampler(dataset, generator=generator) if shuffle else SequentialSampler(dataset)
-        if batch_size is not None and batch_sampler is None:
-            batch_sampler = BatchSampler(sampler, batch_size, drop_last)
+        if self._iterable:
+            sampler = None  # the dataset's own iteration; batches are made from it
+        else:
+            if sampler is None:
+                sampler = RandomSampler(dataset, generator=generator) if shuffle else SequentialSampler(dataset)
+            if batch_size is not None and batch_sampler is None:
+                batch_sampler = BatchSampler(sampler, batch_size, drop_last)
         self.dataset = dataset
         self.batch_size = batch_size
         self.drop_last = drop_last
@@ -104,8 +192,47 @@ class DataLoader:
         self.batch_sampler = batch_sampler
         self.num_workers = num_workers
         self.generator = generator
+        self.timeout = timeout
+        self.worker_init_fn = worker_init_fn
+        self.multiprocessing_context = multiprocessing_context
+        self.prefetch_factor = prefetch_factor
+        self.persistent_workers = bool(persistent_workers)
+        self.pin_memory = pin_memory            # accepted; a no-op on the CPU (see the class docstring)
+        self.pin_memory_device = pin_memory_device
+        self.in_order = in_order                # accepted; batches always come in sampler order
         self._user_collate = collate_fn is not None
         self.collate_fn = collate_fn if collate_fn is not None else default_collate
+        self._pool = None                       # the persistent workers, once started
+
+    def _fetch_spec(self):
+        """How a worker makes a batch (see ``_worker._worker_loop``)."""
+        if self._iterable:
+            return ("iter", self.collate_fn, self.batch_size, bool(self.drop_last))
+        use_get_batch = not self._user_collate and hasattr(self.dataset, "get_batch")
+        return ("map", self.collate_fn, use_get_batch, self.batch_sampler is not None)
+
+    def _workers_for_epoch(self, seed):
+        """The worker pool for an epoch whose workers are seeded ``seed + i``: the
+        persistent one (reseeded) when there is one, else a new pool."""
+        if self.persistent_workers and self._pool is not None and not self._pool.closed:
+            self._pool.reseed(seed)
+            return self._pool
+        pool = _worker.WorkerPool(self, seed)
+        if self.persistent_workers:
+            self._pool = pool
+        return pool
+
+    def _shutdown_workers(self):
+        """Stop the persistent workers (they restart at the next epoch)."""
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_pool"] = None
+        state["_iterator"] = None
+        return state
 
     def __iter__(self):
         it = _DataLoaderIter(self, self._resume)
@@ -115,8 +242,9 @@ class DataLoader:
 
     # ---- exact resume ------------------------------------------------------------------
     _STATE_KEYS = ("epoch_in_progress", "order", "num_yielded", "batch_size", "drop_last", "sampler",
-                   "generator")
-    _resume = None      # (order, num_yielded) from load_state_dict, for the next iterator
+                   "generator", "base_seed")
+    _OPTIONAL_KEYS = ("base_seed",)   # states saved before it existed load without it
+    _resume = None      # (order, num_yielded, base_seed) from load_state_dict, for the next iterator
     _iterator = None    # the most recently created iterator
 
     def _index_sampler(self):
@@ -130,6 +258,8 @@ class DataLoader:
     def _resumable(self):
         """Whether an epoch of this loader is one order the loader slices (so it can be
         saved and resumed), rather than a custom sampler's iteration."""
+        if self._iterable:
+            return False
         if self.batch_sampler is None:
             return _draws_whole_epochs(self.sampler)
         return self._plain_batch_sampler()
@@ -150,7 +280,8 @@ class DataLoader:
              "num_yielded": int,          # batches it has yielded (samples if batch_size is None)
              "batch_size": int | None, "drop_last": bool,   # checked on load
              "sampler": dict | None,      # the (batch) sampler's state_dict(), None without one
-             "generator": dict | None}    # the state of generator=, None without one
+             "generator": dict | None,    # the state of generator=, None without one
+             "base_seed": int | None}     # the epoch's worker base seed (see below)
 
         An epoch has started once its first batch was asked for (``next``), and ends when
         its iterator is exhausted (``StopIteration``): a state taken after the epoch's last
@@ -166,14 +297,29 @@ class DataLoader:
         *during* an epoch raises ``TypeError`` (rather than recording the position only,
         which would resume a shuffled epoch in another order); between epochs it works.
         A custom sampler's own random state is saved where it has ``state_dict()``.
+
+        With workers (``num_workers > 0``) the same state resumes at the same batch, with
+        any number of workers: the order is kept in the main process. ``base_seed`` is
+        the epoch's base seed (drawn after its order); a resumed epoch seeds its workers
+        with it again (worker ``i``: ``base_seed + i``), so augmentation drawn in workers
+        restarts from the epoch's seeds, not from where each worker's stream was.
+
+        An :class:`~numbagrad.data.IterableDataset` is a stream the loader cannot rewind:
+        a state taken during one of its epochs raises ``TypeError``; between epochs it
+        works (and resumes to a fresh epoch).
         """
         sampler_state = _state_of(self._index_sampler())
         gen_state = self.generator.get_state() if self.generator is not None else None
-        order, pos = None, 0
+        order, pos, base_seed = None, 0, None
         if self._resume is not None:
-            order, pos = self._resume
+            order, pos, base_seed = self._resume
         elif self._iterator is not None and self._iterator._in_progress():
             it = self._iterator
+            if self._iterable:
+                raise TypeError(
+                    f"DataLoader.state_dict: cannot save the position inside an epoch of the IterableDataset "
+                    f"{type(self.dataset).__name__}: a stream cannot be rewound to a position. Call state_dict() "
+                    "between epochs, or save the stream's own position in the dataset")
             if it._order is None:
                 what = (f"batch_sampler {type(self.batch_sampler).__name__}" if self.batch_sampler is not None
                         else f"sampler {type(self.sampler).__name__}")
@@ -182,14 +328,15 @@ class DataLoader:
                     "loader does not know the epoch's order (numbagrad records it for the built-in samplers, and "
                     "for any sampler when batches are made with batch_size=). Call state_dict() between epochs, "
                     "or pass sampler= with batch_size= instead of batch_sampler=")
-            order, pos = it._order, it._pos
+            order, pos, base_seed = it._order, it._pos, it._base_seed
         return {"epoch_in_progress": order is not None,
                 "order": None if order is None else order.copy(),
                 "num_yielded": int(pos),
                 "batch_size": self.batch_size,
                 "drop_last": bool(self.drop_last),
                 "sampler": sampler_state,
-                "generator": gen_state}
+                "generator": gen_state,
+                "base_seed": None if order is None or base_seed is None else int(base_seed)}
 
     def load_state_dict(self, state_dict):
         """Restore a state from :meth:`state_dict`: the next ``iter(loader)`` continues the
@@ -201,7 +348,7 @@ class DataLoader:
         if not isinstance(state_dict, dict):
             raise TypeError(f"{name}: state_dict must be a dict from DataLoader.state_dict(), "
                             f"got {type(state_dict).__name__}")
-        missing = [k for k in self._STATE_KEYS if k not in state_dict]
+        missing = [k for k in self._STATE_KEYS if k not in state_dict and k not in self._OPTIONAL_KEYS]
         unknown = [k for k in state_dict if k not in self._STATE_KEYS]
         if missing or unknown:
             raise ValueError(f"{name}: state_dict is not a DataLoader state: "
@@ -221,7 +368,16 @@ class DataLoader:
         pos = int(pos)
         order = state_dict["order"]
         resume = None
+        base_seed = state_dict.get("base_seed")
+        if base_seed is not None and (isinstance(base_seed, (bool, np.bool_))
+                                      or not isinstance(base_seed, numbers.Integral)):
+            raise TypeError(f"{name}: state_dict['base_seed'] must be an int or None, got "
+                            f"{type(base_seed).__name__} {base_seed!r}")
         if in_progress:
+            if self._iterable:
+                raise TypeError(f"{name}: the state resumes an epoch in progress, but this loader's dataset "
+                                f"{type(self.dataset).__name__} is an IterableDataset, which cannot be resumed "
+                                "mid-epoch")
             if self.batch_sampler is not None and not self._plain_batch_sampler():
                 raise TypeError(f"{name}: the state resumes an epoch in progress, but this loader's "
                                 f"batch_sampler {type(self.batch_sampler).__name__} is not the built-in "
@@ -232,7 +388,7 @@ class DataLoader:
             if not 0 <= pos <= total:
                 raise ValueError(f"{name}: state_dict['num_yielded'] is {pos}, but the saved epoch has only "
                                  f"{total} {'samples' if self.batch_sampler is None else 'batches'}")
-            resume = (order, pos)
+            resume = (order, pos, None if base_seed is None else int(base_seed))
         elif order is not None or pos != 0:
             raise ValueError(f"{name}: state_dict['epoch_in_progress'] is False, so 'order' must be None and "
                              f"'num_yielded' 0; got order={type(order).__name__}, num_yielded={pos}")
@@ -283,6 +439,11 @@ class DataLoader:
         return order
 
     def __len__(self):
+        if self._iterable:
+            n = len(self.dataset)   # TypeError when the stream has no length, as with torch
+            if self.batch_size is None:
+                return n
+            return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
         if self.batch_sampler is None:
             return len(self.sampler)
         return len(self.batch_sampler)
@@ -295,9 +456,19 @@ def _state_of(sampler):
 class _DataLoaderIter:
     """One epoch of a :class:`DataLoader`. For resumable loaders, the epoch's order is drawn
     at the first ``next()`` (as a generator-based ``__iter__`` would) and sliced into
-    batches; ``_pos`` counts what was yielded. ``resume=(order, pos)`` continues a saved
-    epoch. Custom batch samplers (and custom samplers with ``batch_size=None``) are
-    iterated as they are."""
+    batches; ``_pos`` counts what was yielded. ``resume=(order, pos, base_seed)``
+    continues a saved epoch. Custom batch samplers (and custom samplers with
+    ``batch_size=None``) are iterated as they are; an IterableDataset is iterated (in
+    the main process, or one replica per worker).
+
+    Each epoch draws a base seed from the loader's generator (or the default one) right
+    after its order, also without workers (as torch does), so that the random stream,
+    and with it the next epochs' orders, do not depend on ``num_workers``. Worker ``i``
+    is seeded ``base_seed + i``.
+
+    With workers, the index batches are sent as tasks numbered by their batch number,
+    round-robin over the workers with at most ``prefetch_factor`` outstanding per
+    worker; results are kept in ``_buffer`` until their turn."""
 
     def __init__(self, loader, resume=None):
         self._loader = loader
@@ -306,8 +477,12 @@ class _DataLoaderIter:
         self._started = False
         self._done = False
         self._custom = None     # the iterator of a custom (batch) sampler
+        self._stream = None     # the iteration of an IterableDataset (no workers)
+        self._base_seed = None  # this epoch's worker base seed
+        self._pool = None       # the workers serving this epoch
+        self._failed = False    # its workers were shut down after an error
         if resume is not None:
-            self._order, self._pos = resume
+            self._order, self._pos, self._base_seed = resume
             self._started = True
         self._get_batch = None if loader._user_collate else getattr(loader.dataset, "get_batch", None)
 
@@ -323,7 +498,9 @@ class _DataLoaderIter:
     def _start(self):
         L = self._loader
         self._started = True
-        if L._resumable():
+        if L._iterable:
+            pass
+        elif L._resumable():
             self._order = _sampler_order(L._order_sampler())
         elif L.batch_sampler is None:
             self._custom = iter(L.sampler)
@@ -332,14 +509,27 @@ class _DataLoaderIter:
             # duck-typed batch samplers may offer their batches as arrays (``batches()``)
             duck = hasattr(bs, "batches") and not isinstance(bs, BatchSampler)
             self._custom = iter(bs.batches()) if duck else iter(bs)
+        gen = L.generator if L.generator is not None else _random.default_generator
+        self._base_seed = gen.next_seed()
 
     def __next__(self):
         if self._done:
             raise StopIteration
         if not self._started:
             self._start()
+        if self._loader.num_workers:
+            return self._next_from_workers()
         L = self._loader
         ds = L.dataset
+        if L._iterable:
+            if self._stream is None:
+                self._stream = iter(ds)
+            out = _worker._fetch_iter(self._stream, L.collate_fn, L.batch_size, bool(L.drop_last))
+            if out is _worker._END:
+                self._finish()
+                raise StopIteration
+            self._pos += 1
+            return out
         if self._order is None:  # a custom sampler's own iteration
             try:
                 item = next(self._custom)
@@ -373,7 +563,129 @@ class _DataLoaderIter:
         ds = self._loader.dataset
         return self._loader.collate_fn([ds[int(i)] for i in idx])
 
+    # ---- worker processes ----------------------------------------------------------------
+    def _start_workers(self):
+        L = self._loader
+        if self._base_seed is None:  # a resumed state saved without one
+            self._base_seed = (L.generator if L.generator is not None else _random.default_generator).next_seed()
+        self._pool = L._workers_for_epoch(self._base_seed)
+        self._epoch = self._pool.epoch
+        self._buffer = {}        # task number -> batch (or _SKIP)
+        self._task_worker = {}   # task number -> the worker it was sent to, until received
+        self._next_task = self._pos if self._order is not None else 0   # the next task to send
+        self._next_take = self._next_task                               # the next task to yield
+        self._rr = 0             # the next worker in turn
+        self._sent_all = False
+        self._exhausted = [False] * L.num_workers   # IterableDataset replicas that ended
+
+    def _task_of(self, k):
+        """The message of task ``k`` (None once the epoch has no more)."""
+        L = self._loader
+        if L._iterable:
+            return ("next", (self._epoch, k))
+        if self._order is not None:
+            order = self._order
+            if L.batch_sampler is None:
+                if k >= len(order):
+                    return None
+                return ("map", (self._epoch, k), int(order[k]))
+            bs = L.batch_sampler
+            if k >= bs._num_batches(len(order)):
+                return None
+            return ("map", (self._epoch, k), order[k * bs.batch_size:(k + 1) * bs.batch_size].tobytes())
+        item = next(self._custom, _NO_ITEM)
+        if item is _NO_ITEM:
+            return None
+        if L.batch_sampler is not None:
+            item = np.asarray(item, dtype=np.int64).tobytes()
+        return ("map", (self._epoch, k), item)
+
+    def _dispatch(self):
+        pool, n = self._pool, self._loader.num_workers
+        while not self._sent_all:
+            if all(self._exhausted):
+                self._sent_all = True
+                break
+            w = self._rr
+            while self._exhausted[w]:
+                w = (w + 1) % n
+            if pool.outstanding[w] >= pool.prefetch:
+                break
+            msg = self._task_of(self._next_task)
+            if msg is None:
+                self._sent_all = True
+                break
+            pool.put(w, msg)
+            self._task_worker[self._next_task] = w
+            self._next_task += 1
+            self._rr = (w + 1) % n
+
+    def _next_from_workers(self):
+        if self._failed:
+            raise RuntimeError("DataLoader: this iterator's workers were shut down after the error above; create a "
+                               "new iterator (its state_dict() still holds the position, for a resume)")
+        if self._pool is None:
+            self._start_workers()
+        pool = self._pool
+        if pool.closed or pool.epoch != self._epoch:
+            raise RuntimeError("DataLoader: this iterator's workers have been shut down or taken over by a newer "
+                               "iter(loader) (persistent_workers=True); iterate the newest iterator")
+        try:
+            while True:
+                self._dispatch()
+                k = self._next_take
+                if k in self._buffer:
+                    out = self._buffer.pop(k)
+                    self._next_take = k + 1
+                    if out is _SKIP:
+                        continue
+                    self._pos += 1
+                    return out
+                if self._sent_all and k >= self._next_task:
+                    self._finish()
+                    raise StopIteration
+                wid, (epoch, task), status, value = pool.recv(self._task_worker.get(k))
+                if epoch != self._epoch:
+                    continue  # a result of an abandoned earlier epoch of the persistent workers
+                if status == "err":
+                    _worker.raise_worker_error(wid, value)
+                if status == "stop":
+                    self._exhausted[wid] = True
+                    value = _SKIP
+                self._buffer[task] = value
+                self._task_worker.pop(task, None)
+        except StopIteration:
+            raise
+        except BaseException:
+            self._failed = True
+            self._shutdown(error=True)
+            raise
+
+    def _shutdown(self, error=False):
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        L = self._loader
+        if error or not L.persistent_workers:
+            pool.shutdown(_worker._ERROR_GRACE_S if error else _worker._JOIN_S)
+            if L._pool is pool:
+                L._pool = None
+
     def _finish(self):
         self._done = True
         self._order = None
         self._custom = None
+        self._stream = None
+        self._buffer = None
+        self._shutdown()
+
+    def __del__(self):
+        try:
+            if self._pool is not None and not self._loader.persistent_workers:
+                self._pool.shutdown()
+        except Exception:
+            pass
+
+
+_NO_ITEM = object()
+_SKIP = object()

@@ -14,7 +14,7 @@ import numpy as np
 from .. import random as _random
 from ..tensor import Tensor
 
-__all__ = ["Dataset", "TensorDataset", "Subset", "ConcatDataset", "random_split"]
+__all__ = ["Dataset", "IterableDataset", "ChainDataset", "TensorDataset", "Subset", "ConcatDataset", "random_split"]
 
 
 class Dataset:
@@ -25,6 +25,42 @@ class Dataset:
 
     def __add__(self, other):
         return ConcatDataset([self, other])
+
+
+class IterableDataset(Dataset):
+    """A stream of samples: subclasses define ``__iter__`` (``torch.utils.data.IterableDataset``).
+
+    A :class:`~numbagrad.data.DataLoader` iterates it in its own order (no ``shuffle``,
+    ``sampler`` or ``batch_sampler``) and collates ``batch_size`` consecutive samples.
+    With ``num_workers=N`` each worker iterates its own copy, so without sharding every
+    sample comes ``N`` times: shard in ``__iter__`` with
+    :func:`~numbagrad.data.get_worker_info` (``info.id`` of ``info.num_workers``), as
+    with PyTorch. The loader takes one batch from each worker in turn, skipping those
+    whose stream has ended. A position inside an epoch cannot be saved
+    (``DataLoader.state_dict`` raises ``TypeError`` there).
+    """
+
+    def __iter__(self):
+        raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
+
+    def __add__(self, other):
+        return ChainDataset([self, other])
+
+
+class ChainDataset(IterableDataset):
+    """Several iterable datasets one after another."""
+
+    def __init__(self, datasets):
+        self.datasets = datasets
+
+    def __iter__(self):
+        for d in self.datasets:
+            if not isinstance(d, IterableDataset):
+                raise TypeError(f"ChainDataset only supports IterableDataset, got {type(d).__name__}")
+            yield from d
+
+    def __len__(self):
+        return sum(len(d) for d in self.datasets)
 
 
 def _as_tensor(x):

@@ -20,7 +20,8 @@ import numpy as np
 
 from .. import random as _random
 
-__all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "BatchSampler"]
+__all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler",
+           "BatchSampler"]
 
 
 class Sampler:
@@ -140,6 +141,62 @@ class SubsetRandomSampler(Sampler):
 
     def __len__(self):
         return len(self._indices)
+
+    def state_dict(self):
+        """``{"generator": generator.get_state() or None}`` (see :class:`RandomSampler`)."""
+        return _generator_state(self)
+
+    def load_state_dict(self, state_dict):
+        _load_generator_state(self, state_dict)
+
+
+class WeightedRandomSampler(Sampler):
+    """``num_samples`` indices in ``[0, len(weights))`` drawn with probabilities
+    proportional to ``weights`` (``torch.utils.data.WeightedRandomSampler``): with
+    replacement by default; ``replacement=False`` draws distinct indices (each draw
+    among the indices not drawn yet, by weight), so ``num_samples`` can be at most the
+    number of positive weights. Draws from ``generator`` (default: numbagrad's default
+    generator), a fresh epoch each time."""
+
+    def __init__(self, weights, num_samples, replacement=True, generator=None):
+        name = "WeightedRandomSampler"
+        if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples <= 0:
+            raise ValueError(f"num_samples should be a positive integer value, but got num_samples={num_samples!r}")
+        if not isinstance(replacement, bool):
+            raise ValueError(f"replacement should be a boolean value, but got replacement={replacement!r}")
+        w = getattr(weights, "array", weights)
+        w = np.asarray(w.get() if hasattr(w, "get") and not isinstance(w, np.ndarray) else w)
+        if w.ndim != 1:
+            raise ValueError(f"weights should be a 1d sequence but given weights have shape {tuple(w.shape)}")
+        if w.dtype.kind not in "biuf":
+            raise TypeError(f"{name}: weights must be real numbers, got dtype {w.dtype}")
+        w = w.astype(np.float64)
+        if w.size == 0:
+            raise ValueError(f"{name}: weights is empty")
+        if not np.all(np.isfinite(w)):
+            k = int(np.flatnonzero(~np.isfinite(w))[0])
+            raise ValueError(f"{name}: weights must be finite, got inf or nan at index {k}")
+        if np.any(w < 0):
+            k = int(np.flatnonzero(w < 0)[0])
+            raise ValueError(f"{name}: weights must be non-negative, got weights[{k}]={w[k]}")
+        positive = int(np.count_nonzero(w))
+        if positive == 0:
+            raise ValueError(f"{name}: the weights sum to 0; at least one must be positive")
+        if not replacement and num_samples > positive:
+            raise ValueError(f"{name}: cannot draw num_samples={num_samples} distinct indices without replacement "
+                             f"from {positive} positive weights (of {w.size})")
+        self.weights = w
+        self.num_samples = num_samples
+        self.replacement = replacement
+        self.generator = generator
+
+    def indices(self):
+        rng = (self.generator if self.generator is not None else _random.default_generator).numpy_rng
+        p = self.weights / self.weights.sum()
+        return rng.choice(len(p), size=self.num_samples, replace=self.replacement, p=p).astype(np.int64)
+
+    def __len__(self):
+        return self.num_samples
 
     def state_dict(self):
         """``{"generator": generator.get_state() or None}`` (see :class:`RandomSampler`)."""

@@ -97,8 +97,8 @@ def test_samplers():
         DataLoader(ds, sampler=[1], shuffle=True)
     with pytest.raises(ValueError, match="batch_size"):
         DataLoader(ds, batch_size=0)
-    with pytest.raises(NotImplementedError, match="num_workers"):
-        DataLoader(ds, num_workers=2)
+    with pytest.raises(ValueError, match="num_workers"):
+        DataLoader(ds, num_workers=-1)
 
 
 def test_subset_concat_random_split():

@@ -451,3 +451,28 @@ def test_resume_in_a_fresh_process_is_bit_identical(tmp_path):
         for k in f.files:
             assert np.array_equal(f[k], r[k]), k
         assert len(set(f["losses"].tolist())) > 40               # dropout/shuffle really vary
+
+
+def test_mid_epoch_resume_with_workers_gives_the_exact_next_batches():
+    """Workers keep the order in the main process: a state taken mid-epoch from a loader
+    with 2 workers resumes at the next batch, in a loader with workers (the same
+    persistent ones, reloaded) and in one without."""
+    def make(seed, workers):
+        return DataLoader(_ds(23), batch_size=3, shuffle=True, generator=ng.Generator().manual_seed(seed),
+                          num_workers=workers, persistent_workers=workers > 0)
+
+    loader = make(8, 2)
+    _epoch(loader)                                # a whole first epoch, through the workers
+    it = iter(loader)
+    head = [_ids(next(it)) for _ in range(3)]
+    sd = loader.state_dict()
+    assert sd["epoch_in_progress"] is True and sd["num_yielded"] == 3 and isinstance(sd["base_seed"], int)
+    expected = [_epoch(it), _epoch(loader)]       # the uninterrupted rest, then one more epoch
+    assert sorted(sum(head + expected[0], [])) == list(range(23))
+    single = make(1, 0)
+    single.load_state_dict(copy.deepcopy(sd))
+    assert [_epoch(single), _epoch(single)] == expected
+    loader.load_state_dict(copy.deepcopy(sd))     # rewind the loader whose workers are running
+    assert [_epoch(loader), _epoch(loader)] == expected
+    assert loader.state_dict()["base_seed"] is None   # between epochs
+    loader._shutdown_workers()

@@ -77,7 +77,6 @@ def test_mnist_cnn_save_model(tmp_path):
                         "fc2.weight", "fc2.bias"], list(sd)
 
 
-@pytest.mark.xfail(strict=True, reason="DataLoader workers are not implemented yet (the data issue)")
 def test_mnist_cnn_dataloader_workers():
     out = run_ok("mnist_cnn.py", ["--no-accel", "--steps", "2", "--train-size", "64", "--test-size", "32",
                                   "--workers", "2"], "numbagrad")

@@ -1,7 +1,7 @@
-"""Bundled datasets (no downloads) and a seeded train/test split."""
+"""The bundled digits (no downloads) and a seeded train/test split."""
 import numpy as np
 
-from ..tensor import Tensor
+from ...tensor import Tensor
 
 __all__ = ["load_digits", "train_test_split"]
 
