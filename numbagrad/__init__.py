@@ -38,6 +38,8 @@ from . import accelerator, amp, backends, cpu, distributed, onnx, serialization,
 from .amp import autocast, GradScaler  # noqa: E402,F401
 from .serialization import save, load  # noqa: E402,F401
 from . import io  # noqa: E402,F401  (checkpoints; above nn/optim/data, which never import it)
+from . import metrics  # noqa: E402,F401  (numbagrad.metrics: classification/regression metrics, evaluate)
+from . import train  # noqa: E402,F401  (numbagrad.train: Trainer, callbacks, History)
 
 _NOT_YET = {}
 

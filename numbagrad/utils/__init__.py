@@ -1,6 +1,6 @@
 """``torch.utils``: :mod:`numbagrad.utils.data` is :mod:`numbagrad.data` (the same module
 objects, also as ``numbagrad.utils.data.dataloader`` and the other submodules), and
-:mod:`numbagrad.utils.tensorboard` is not available yet."""
+:mod:`numbagrad.utils.tensorboard`'s ``SummaryWriter`` is tensorboardX's (an optional extra)."""
 import sys
 
 from .. import data  # noqa: F401
