@@ -58,6 +58,23 @@ def test_checkpoint_every_epoch_and_resume_is_bit_identical(tmp_path, capsys):
     assert resumed["test_accuracy"] == full["test_accuracy"]
 
 
+def test_async_checkpoint_writes_the_same_final_state(tmp_path):
+    """--async-checkpoint (a background saver process) leaves the same file as the
+    synchronous saves once main() returns, and resuming from it works the same."""
+    import numbagrad as ng
+    from numbagrad.examples.train_digits import main
+    common = ["--epochs", "3", "--seed", "5", "--quiet"]
+    sync = main(common + ["--checkpoint", str(tmp_path / "sync.ckpt")])
+    asyn = main(common + ["--checkpoint", str(tmp_path / "async.ckpt"), "--async-checkpoint"])
+    assert asyn["train_losses"] == sync["train_losses"]
+    a, b = ng.load(tmp_path / "sync.ckpt"), ng.load(tmp_path / "async.ckpt")
+    assert a["epoch"] == b["epoch"] == 3 and a["train_losses"] == b["train_losses"]
+    for k in a["model"]:
+        assert np.array_equal(a["model"][k].numpy(), b["model"][k].numpy()), k
+    np.testing.assert_array_equal(a["loader"]["order"] if a["loader"]["order"] is not None else [],
+                                  b["loader"]["order"] if b["loader"]["order"] is not None else [])
+
+
 def test_resume_needs_a_checkpoint_path():
     from numbagrad.examples.train_digits import parse_args
     with pytest.raises(SystemExit):

@@ -6,9 +6,12 @@ the final test accuracy (about 97-98%).
 
 Flags: ``--epochs``, ``--batch-size``, ``--lr``, ``--seed``, ``--quiet`` (no progress
 bar or per-epoch lines, only the final accuracy), ``--checkpoint PATH`` (save the whole
-run state there after every epoch, crash-safely, in a background process:
-:class:`numbagrad.io.AsyncSaver`; every save is written before ``main`` returns) and ``--resume`` (continue from that
-checkpoint if it exists: a run killed and resumed ends bit-identical to one never stopped).
+run state there after every epoch, crash-safely: an epoch's line is printed once its
+checkpoint is on disk), ``--async-checkpoint`` (write those checkpoints from a background
+process instead, :class:`numbagrad.io.AsyncSaver`, so the training loop does not wait for
+them; a kill can then lose the newest epochs' checkpoints, never the file; every save is
+written before ``main`` returns) and ``--resume`` (continue from that checkpoint if it
+exists: a run killed and resumed ends bit-identical to one never stopped).
 """
 import argparse
 import os
@@ -52,10 +55,14 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quiet", action="store_true", help="print only the final test accuracy")
     p.add_argument("--checkpoint", metavar="PATH", help="save the run's state to PATH after every epoch")
+    p.add_argument("--async-checkpoint", action="store_true",
+                   help="write the --checkpoint saves from a background process (the loop does not wait)")
     p.add_argument("--resume", action="store_true", help="continue from --checkpoint if the file exists")
     args = p.parse_args(argv)
     if args.resume and not args.checkpoint:
         p.error("--resume needs --checkpoint PATH")
+    if args.async_checkpoint and not args.checkpoint:
+        p.error("--async-checkpoint needs --checkpoint PATH")
     return args
 
 
@@ -70,9 +77,9 @@ def main(argv=None):
     args = parse_args(argv)
     from tqdm import tqdm
 
-    # checkpoints are written by a background process (numbagrad.io.AsyncSaver), started
+    # --async-checkpoint: a background saver process (numbagrad.io.AsyncSaver), started
     # first so that its start-up overlaps the data and model set-up
-    saver = ng.io.AsyncSaver() if args.checkpoint else None
+    saver = ng.io.AsyncSaver() if args.async_checkpoint else None
     ng.manual_seed(args.seed)
     X, y = load_digits()
     X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.2, seed=args.seed)
@@ -112,6 +119,8 @@ def main(argv=None):
             losses.append(total / count)
             if saver is not None:
                 saver.save(run_state(model, opt, loader, epoch, losses), args.checkpoint)
+            elif args.checkpoint:
+                ng.save(run_state(model, opt, loader, epoch, losses), args.checkpoint)
             if not args.quiet:
                 print(f"epoch {epoch:3d}/{args.epochs}  train loss {losses[-1]:.4f}  "
                       f"test acc {accuracy(model, X_test, y_test):.4f}", flush=True)
