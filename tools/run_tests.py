@@ -1,12 +1,15 @@
 """Run the whole test suite: the README's test command and what ``.ci/run`` calls.
 
-Six pytest processes, each a *phase*, run two at a time (``--jobs``, default: the number
+Seven pytest processes, each a *phase*, run two at a time (``--jobs``, default: the number
 of cores), because none of them keeps two cores busy for long:
 
 ``cpu``
-    ``python -m pytest`` but for the PTX file and ``tests/programs``: the CPU backend's unit tests, the tutorial
-    notebooks (nbmake) and a smoke run of ``perf/``. It fills numba's cache
+    ``python -m pytest`` but for the PTX file, ``tests/programs`` and ``tutorials``: the CPU
+    backend's unit tests and a smoke run of ``perf/``. It fills numba's cache
     (``__pycache__``) with every CPU kernel.
+``tutorials``
+    ``python -m pytest tutorials``: every notebook run top to bottom by nbmake, ending in
+    its own asserts; a phase of its own so that it runs beside ``cpu`` rather than after it.
 ``ptx``
     ``python -m pytest tests/test_cuda_ptx.py``: every CUDA kernel compiled to PTX (NVVM;
     nothing is cached on disk, so it can run beside ``cpu`` without compiling anything
@@ -79,10 +82,12 @@ def phases():
     py = [sys.executable, "-m", "pytest"]
     ptx = "tests/test_cuda_ptx.py"
     return {
-        "cpu": (py + [f"--ignore={ptx}", "--ignore=tests/programs"], {}, None, "unit tests, notebooks, perf smoke"),
+        "cpu": (py + [f"--ignore={ptx}", "--ignore=tests/programs", "--ignore=tutorials"], {}, None,
+                "unit tests, perf smoke"),
         "ptx": (py + [ptx], {}, None, "every CUDA kernel compiled to PTX"),
         "avx2": (py + ["-k", AVX2_SELECT] + AVX2_PATHS, AVX2_ENV, None,
                  "torch-parity tests with torch, MKL and numba held to AVX2"),
+        "tutorials": (py + ["tutorials"], {}, None, "the tutorial notebooks (nbmake), top to bottom"),
         "programs": (py + ["tests/programs"], {}, "cpu",
                      "PyTorch-style programs under the torch alias, against real torch"),
         **{f"cudasim{i}": (py + ["tests/cuda"], {"NUMBA_ENABLE_CUDASIM": "1", "NUMBAGRAD_TEST_SHARD": f"{i}/2"},
