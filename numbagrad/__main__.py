@@ -1,5 +1,6 @@
-"""``python -m numbagrad``: the default training job (an MLP on the bundled digits);
-see :mod:`numbagrad.examples.train_digits` for its flags."""
+"""``python -m numbagrad``: the default training job (an MLP, or ``--model cnn``, on the
+bundled digits, trained through :class:`numbagrad.train.Trainer`); see
+:mod:`numbagrad.examples.train_digits` for its flags."""
 from .examples.train_digits import main
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ of cores), because none of them keeps two cores busy for long:
     (``__pycache__``) with every CPU kernel.
 ``tutorials``
     ``python -m pytest tutorials``: every notebook run top to bottom by nbmake, ending in
-    its own asserts; a phase of its own so that it runs beside ``cpu`` rather than after it.
+    its own asserts. After ``cpu``, whose numba cache it loads (compiling the LSTM and CTC
+    kernels in a notebook took 55 s of CPU time), beside ``programs`` and the simulator shards.
 ``ptx``
     ``python -m pytest tests/test_cuda_ptx.py``: every CUDA kernel compiled to PTX (NVVM;
     nothing is cached on disk, so it can run beside ``cpu`` without compiling anything
@@ -87,7 +88,7 @@ def phases():
         "ptx": (py + [ptx], {}, None, "every CUDA kernel compiled to PTX"),
         "avx2": (py + ["-k", AVX2_SELECT] + AVX2_PATHS, AVX2_ENV, None,
                  "torch-parity tests with torch, MKL and numba held to AVX2"),
-        "tutorials": (py + ["tutorials"], {}, None, "the tutorial notebooks (nbmake), top to bottom"),
+        "tutorials": (py + ["tutorials"], {}, "cpu", "the tutorial notebooks (nbmake), top to bottom"),
         "programs": (py + ["tests/programs"], {}, "cpu",
                      "PyTorch-style programs under the torch alias, against real torch"),
         **{f"cudasim{i}": (py + ["tests/cuda"], {"NUMBA_ENABLE_CUDASIM": "1", "NUMBAGRAD_TEST_SHARD": f"{i}/2"},
