@@ -15,8 +15,8 @@ Each save writes the same path again, as a training loop saving ``last.ckpt`` do
 fsync that torch leaves out is measured apart into ``extra_info["fsync_after_save_s"]``.
 Loads read a file just written, so both frameworks read from the page cache: the figures
 are memory-to-memory rates of the two formats, not of the disk. numbagrad's load reads
-and verifies chunks of 1 MiB and more on ``min(4, cores)`` threads
-(``numbagrad.io._format._WORKERS``); ``torch.load`` reads on one, so on a busy machine
+and verifies chunks of 1 MiB and more on a worker thread while it walks the file's groups,
+then on two; ``torch.load`` reads on one, so on a busy machine
 numbagrad's figure moves more than torch's. GB/s = state bytes /
 median (``extra_info["write_GBps"]`` / ``["read_GBps"]``, and ``*_best`` from the fastest
 round). Every load is checked equal to what was saved. The first ``numbagrad`` call of
