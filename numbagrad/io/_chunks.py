@@ -3,8 +3,8 @@ chunk reads without the GIL, ``pread`` called from numba.
 
 :func:`_read_jobs` reads a table of stored chunks (file offset, where each part lands, the
 fletcher32 trailer) with libc's ``pread`` and checks each chunk's fletcher32 piece by
-piece as it arrives, all in one ``nogil`` call. A Python loop over ``os.preadv`` and the
-checksum kernel took the GIL twice per piece; while the loading thread walked the file's
+piece as it arrives, all in one ``nogil`` call. The Python loop it replaced (``os.preadv``
+and the checksum kernel) took the GIL twice per piece; while the loading thread walked the file's
 groups (h5py's calls hold the GIL), a reading thread waited out whole switch intervals
 for it, so the reads could not overlap the walk. Here a thread takes the GIL once per
 batch of chunks.

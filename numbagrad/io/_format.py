@@ -46,9 +46,10 @@ Layout (format ``numbagrad.checkpoint``, version 1; readable with plain h5py)
 Reading and writing go around HDF5's per-object costs where they were most of the time:
 attributes through low-level ``h5a`` calls, datasets created with ``h5d.create``, chunks
 written with ``write_direct_chunk`` and their fletcher32 computed by a numba kernel; from
-a path, chunks are read at their file offsets (``get_chunk_info``) with ``os.preadv``
-straight into the result, on worker threads, each checksum verified before ``load``
-returns (see :meth:`_Reader.read_chunks`).
+a path, chunks are read at their file offsets (``get_chunk_info``) with ``pread`` from a
+numba kernel (``_chunks.py``) straight into the result, big ones on a worker thread while
+the groups are walked, each checksum verified before ``load`` returns (see
+:meth:`_Reader.read_chunks`).
 
 Loading executes no code: it reads arrays, numbers and strings and builds dicts, lists,
 tuples and tensors, and nothing the file names is imported or called. Anything the
@@ -513,64 +514,6 @@ _PIECE = 1456 * _BLOCK
 fletcher32 blocks), each summed while it is still in the cache."""
 
 
-def _preadv_all(fd, bufs, offset):
-    """``os.preadv`` of ``bufs`` (consecutive) at ``offset``, continuing after short reads
-    (one call reads at most ~2 GiB on Linux); False if the file ends first."""
-    want = sum(b.nbytes for b in bufs)
-    done = 0
-    while done < want:
-        rest, skip = [], done
-        for b in bufs:
-            if skip >= b.nbytes:
-                skip -= b.nbytes
-            else:
-                rest.append(b[skip:])
-                skip = 0
-        got = os.preadv(fd, rest, offset + done)
-        if got <= 0:
-            return False
-        done += got
-    return True
-
-
-def _pread_verify(fd, offset, bufs, head, tail, trailer, spill):
-    """Read one stored chunk at ``offset`` of ``fd`` into ``bufs`` (consecutive pieces:
-    ``head``, the part that lands in the result; ``tail``, scratch for the rest of an edge
-    chunk; ``trailer``, the 4-byte fletcher32 or None) with ``os.preadv`` (no copy through
-    Python), check its fletcher32 (:func:`_fletcher32_blocks` piece by piece as they
-    arrive), and copy ``spill = (dst, src)`` if given. None, or why the chunk is bad. Runs
-    on worker threads: ``preadv`` and the numba kernels release the GIL."""
-    if trailer is None or head.size <= _PIECE:
-        if not _preadv_all(fd, bufs, offset):
-            return "the file ends inside it"
-        if trailer is not None:
-            s = _fletcher32_cpu(head) if tail is None else _fletcher32_2(head, tail)
-            if s != int(trailer.view("<u4")[0]):
-                return "fletcher32 checksum mismatch"
-    else:
-        s1 = s2 = 0
-        for start in range(0, head.size, _PIECE):
-            piece = head[start:start + _PIECE]
-            if not _preadv_all(fd, [piece], offset + start):
-                return "the file ends inside it"
-            if piece.size % _BLOCK == 0:
-                s1, s2 = _fletcher32_blocks(piece, s1, s2)
-        rest = bufs[1:]
-        if not _preadv_all(fd, rest, offset + head.size):
-            return "the file ends inside it"
-        last = head[head.size - head.size % _PIECE:] if head.size % _BLOCK else head[:0]
-        if tail is not None:  # head is whole blocks here
-            s1, s2 = _fletcher32_blocks(tail, s1, s2)
-            last = tail
-        elif last.size:  # a last piece that is not whole blocks: summed in full, here
-            s1, s2 = _fletcher32_blocks(last, s1, s2)
-        if _fletcher32_end(last, s1, s2) != int(trailer.view("<u4")[0]):
-            return "fletcher32 checksum mismatch"
-    if spill is not None:
-        spill[0][...] = spill[1]
-    return None
-
-
 class _Placement:
     """A tensor to move to its device once its group is verified."""
     __slots__ = ("t", "saved", "kind", "rg", "path", "jobs")
@@ -750,8 +693,8 @@ class _Reader:
         (the caller then reads through HDF5).
 
         From a path, each chunk's bytes are read at its file offset (``get_chunk_info``,
-        checked against the file's size) straight into the result with ``os.preadv``
-        (:func:`_pread_verify`): a chunk under ``_POOL_BYTES`` at once, bigger ones queued
+        checked against the file's size) straight into the result with ``pread`` inside
+        :func:`_chunks._read_jobs` (:meth:`_run`): a chunk under ``_POOL_BYTES`` at once, bigger ones queued
         (:meth:`add_job`) for a worker thread that reads them while this thread walks on
         (``pread`` and the checksums in one ``nogil`` numba call per batch,
         :func:`_chunks._read_jobs`) and for both threads after the walk, every verdict in
@@ -811,12 +754,13 @@ class _Reader:
             if trailer is not None:
                 bufs.append(trailer)
             args = (self.fd, info.byte_offset, bufs, head, tail if extra else None, trailer, spill)
+            job = [None, args, path, sub, c]
             if info.size >= _POOL_BYTES and _WORKERS > 1:
-                self.add_job([None, args, path, sub, c])  # read by the worker thread, or by wait()
-            else:
-                why = _pread_verify(*args)
-                if why:
-                    raise self.fail(f"cannot read dataset {sub!r} ({why} in chunk {c})", path)
+                self.add_job(job)  # read by the worker thread, or by wait()
+            else:  # now, on this thread
+                self._run([job])
+                if job[5]:
+                    raise self.fail(f"cannot read dataset {sub!r} ({job[5]} in chunk {c})", path)
         return buf.view(dt).reshape(shape)
 
     def read_direct(self, dsid, dt, shape, sub, path, infos, cb, extra, nbytes):
@@ -1067,7 +1011,7 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
             if not isinstance(ver, int) or isinstance(ver, bool) or not 1 <= ver <= FORMAT_VERSION:
                 raise CheckpointError(name, f"format version {ver!r} is not one this numbagrad reads "
                                       f"(1 to {FORMAT_VERSION})")
-            if isinstance(src, str) and hasattr(os, "preadv") and h.driver == "sec2" and h.userblock_size == 0:
+            if isinstance(src, str) and os.name == "posix" and h.driver == "sec2" and h.userblock_size == 0:
                 # raw chunk reads through HDF5's own descriptor (dup'd): the very file it opened
                 try:
                     reader.fd = os.dup(h.id.get_vfd_handle())

@@ -53,13 +53,13 @@ class Metric:
     # ---- to implement ----------------------------------------------------------------------
     def reset(self):
         """Forget every update."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement reset() (a subclass of Metric)")
 
     def update(self, *args, **kwargs):
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement update() (a subclass of Metric)")
 
     def compute(self):
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement compute() (a subclass of Metric)")
 
     def _config(self):
         return ()
