@@ -7,6 +7,7 @@ import types
 from numba import njit
 
 from ..backend import config
+from ._threads import AdaptiveKernel
 
 
 def _renamed(fn, suffix):
@@ -28,9 +29,15 @@ def cpu_jit(fn=None, *, parallel=False):
     faster with it); division by zero then gives inf/nan like NumPy does.
     """
     def deco(f):
-        return njit(cache=config.CACHE, fastmath=config.FASTMATH, error_model="numpy",
-                    parallel=parallel and config.PARALLEL)(f)
+        if parallel and config.PARALLEL:
+            return AdaptiveKernel(_njit(f, True))
+        return _njit(f, False)
     return deco if fn is None else deco(fn)
+
+
+def _njit(f, parallel, fastmath=None):
+    return njit(cache=config.CACHE, fastmath=config.FASTMATH if fastmath is None else fastmath,
+                error_model="numpy", parallel=parallel)(f)
 
 
 def scalar_helper(fn):
@@ -44,18 +51,25 @@ class FlatKernel:
 
     The kernel is written once with ``prange``; calls whose first argument has fewer
     than ``config.PARALLEL_THRESHOLD`` elements run the serial twin, others the
-    parallel one. The choice looks only at ``args[0].size``; elementwise kernels take
-    1-D C-contiguous arrays (callers pass ``a.reshape(-1)``), row kernels (softmax)
-    take 2-D ones.
+    parallel one (an :class:`~numbagrad.kernels._threads.AdaptiveKernel`, which runs on
+    one thread while the cores are busy). The choice looks only at
+    ``args[0].size``; elementwise kernels take 1-D C-contiguous arrays (callers pass
+    ``a.reshape(-1)``), row kernels (softmax) take 2-D ones. ``fastmath``: overrides
+    ``config.FASTMATH`` (kernels whose rounding is specified, like GradScaler's).
+    Subclasses choose on another size (:meth:`pick`).
     """
 
     __slots__ = ("serial", "parallel", "__name__", "__dict__")
 
-    def __init__(self, fn):
-        self.serial = cpu_jit(fn)
-        self.parallel = cpu_jit(_renamed(fn, "_par"), parallel=True) if config.PARALLEL else self.serial
+    def __init__(self, fn, fastmath=None):
+        self.serial = _njit(fn, False, fastmath)
+        self.parallel = AdaptiveKernel(_njit(_renamed(fn, "_par"), True, fastmath)) if config.PARALLEL else self.serial
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
+
+    def pick(self, size):
+        """The twin for ``size`` elements of work."""
+        return self.parallel if size >= config.PARALLEL_THRESHOLD else self.serial
 
     def __call__(self, *args):
         if args[0].size >= config.PARALLEL_THRESHOLD:

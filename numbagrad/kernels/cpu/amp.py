@@ -39,7 +39,7 @@ Design
 from numba import njit, prange
 
 from ...backend import config
-from .._jit import FlatKernel, _renamed
+from .._jit import FlatKernel
 from .optim import block_of, grad_block
 
 __all__ = ["_unscale_check_cpu"]
@@ -79,18 +79,4 @@ def _unscale_check(grad, blk_start, blk_end, blk_seg, active, gsrc, inv_scale, f
         found[0] = 1.0
 
 
-class _ExactTwins(FlatKernel):
-    """``FlatKernel`` (serial and parallel twins, chosen on ``grad.size``) built with
-    ``fastmath`` off."""
-
-    __slots__ = ()
-
-    def __init__(self, fn):
-        self.serial = _exact_jit(fn)
-        self.parallel = (njit(cache=config.CACHE, fastmath=False, error_model="numpy", parallel=True)(
-            _renamed(fn, "_par")) if config.PARALLEL else self.serial)
-        self.__name__ = fn.__name__
-        self.__doc__ = fn.__doc__
-
-
-_unscale_check_cpu = _ExactTwins(_unscale_check)
+_unscale_check_cpu = FlatKernel(_unscale_check, fastmath=False)  # rounding as torch's: no fastmath

@@ -46,7 +46,7 @@ from numba import carray, njit, prange
 
 from ...backend import config
 from .._clip_common import _empty_norm, _norm_mode
-from .._jit import cpu_jit, _renamed
+from .._jit import FlatKernel, cpu_jit
 from ._ptr import _ptr_of
 
 __all__ = ["_grad_norm_cpu", "_grad_scale_cpu", "_grad_clamp_cpu"]
@@ -185,22 +185,9 @@ def _map_chunks(ptrs, offs, like, clamp, a, b):
                 _scale_span(s, a)
 
 
-class _Twins:
-    """Serial and parallel dispatchers of one kernel (as ``FlatKernel``, but chosen by the
-    element total the launcher passes, not by the first argument's size)."""
-
-    __slots__ = ("serial", "parallel")
-
-    def __init__(self, fn):
-        self.serial = cpu_jit(fn)
-        self.parallel = cpu_jit(_renamed(fn, "_par"), parallel=True) if config.PARALLEL else self.serial
-
-    def pick(self, total):
-        return self.parallel if total >= config.PARALLEL_THRESHOLD else self.serial
-
-
-_NORM = _Twins(_norm_chunks)
-_MAP = _Twins(_map_chunks)
+# FlatKernel's twins, chosen by the element total the launcher passes (.pick), not args[0]
+_NORM = FlatKernel(_norm_chunks)
+_MAP = FlatKernel(_map_chunks)
 
 
 # ---- address tables -------------------------------------------------------------------------------

@@ -37,24 +37,21 @@ general fallback of advanced-indexing backward (several index arrays).
 from numba import prange
 
 from ...backend import config
-from .._jit import cpu_jit, _renamed
+from .._jit import FlatKernel, cpu_jit
 
 # Width of the b-blocks the scatter kernels split their rows into across threads.
 _BLK = 128
 
 
-class _Twin:
-    """A kernel with a serial twin and a ``parallel=True`` twin (as ``FlatKernel``, but
-    for N-d arrays: the work size is ``args[work].size``)."""
+class _Twin(FlatKernel):
+    """:class:`~numbagrad.kernels._jit.FlatKernel`'s twins for N-d arrays: the work size is
+    ``args[work].size``."""
 
-    __slots__ = ("serial", "parallel", "work", "__name__", "__dict__")
+    __slots__ = ("work",)
 
     def __init__(self, fn, work):
-        self.serial = cpu_jit(fn)
-        self.parallel = cpu_jit(_renamed(fn, "_par"), parallel=True) if config.PARALLEL else self.serial
+        super().__init__(fn)
         self.work = work
-        self.__name__ = fn.__name__
-        self.__doc__ = fn.__doc__
 
     def __call__(self, *args):
         if args[self.work].size >= config.PARALLEL_THRESHOLD:

@@ -1,0 +1,126 @@
+"""Parallel kernels on a busy machine (numbagrad/kernels/_threads.py): the detector of
+contended cores, and the one-thread fallback, which must give the parallel launch's bits."""
+import time
+
+import numba
+import numpy as np
+import pytest
+from numba import prange
+
+from numbagrad.kernels import _threads
+from numbagrad.kernels._jit import FlatKernel, cpu_jit
+
+
+@pytest.fixture(autouse=True)
+def _fresh_detector():
+    _threads.reset()
+    yield
+    _threads.reset()
+
+
+@cpu_jit(parallel=True)
+def _thread_ids(out):
+    for i in prange(out.size):
+        out[i] = numba.get_thread_id()
+
+
+def _scaled_sum(x, out):
+    # a chunked reduction in the style of the library's kernels: per-chunk partials
+    n = out.size
+    for c in prange(n):
+        lo = c * x.size // n
+        hi = (c + 1) * x.size // n
+        s = 0.0
+        for i in range(lo, hi):
+            s += x[i] * 0.5
+        out[c] = s
+
+
+_SCALED_SUM = FlatKernel(_scaled_sum)
+
+
+def test_contended_kernels_run_on_one_thread_and_give_the_same_bits():
+    if numba.get_num_threads() < 2:
+        pytest.skip("one thread: nothing to fall back from")
+    ids = np.full(4096, -1, np.int64)
+    _thread_ids(ids)
+    assert set(np.unique(ids)) <= set(range(numba.get_num_threads()))
+    x = np.random.default_rng(0).standard_normal(1 << 20).astype(np.float32)
+    free = np.empty(64, np.float32)
+    _SCALED_SUM.parallel(x, free)
+    _threads.set_contended(True)
+    _thread_ids(ids)
+    assert np.all(ids == 0), np.unique(ids)           # one thread: the caller's
+    busy = np.empty(64, np.float32)
+    _SCALED_SUM.parallel(x, busy)
+    np.testing.assert_array_equal(busy, free)
+    assert numba.get_num_threads() >= 2                # the caller's count is given back
+    np.testing.assert_allclose(free, [x[c * x.size // 64:(c + 1) * x.size // 64].astype(np.float64).sum() * 0.5
+                                      for c in range(64)], rtol=1e-4)
+
+
+class _Fake:
+    """A stand-in dispatcher whose launch takes ``self.delay`` seconds."""
+
+    def __init__(self):
+        self.delay = 0.0
+        self.calls = 0
+
+    def __call__(self, a):
+        self.calls += 1
+        t = time.perf_counter()
+        while time.perf_counter() - t < self.delay:
+            pass
+        return a.size
+
+
+def _warmed(n=3, size=10):
+    """An adaptive kernel over a fake dispatcher whose fastest launch took 0.1 ms."""
+    fake = _Fake()
+    k = _threads.AdaptiveKernel(fake)
+    a = np.zeros(size)
+    fake.delay = 1e-4
+    for _ in range(n):      # the first launch (a compile, maybe) is not counted; then the fastest
+        k(a)
+    return fake, k, a
+
+
+def test_slow_launches_mark_the_cores_contended_and_a_fast_probe_frees_them(monkeypatch):
+    monkeypatch.setattr(_threads, "PROBE_MIN", 0.02)
+    fake, k, a = _warmed(5, 1000)
+    assert not _threads.state()["contended"]
+    fake.delay = 1e-4 * _threads.SLOW_FACTOR + 2 * _threads.SLOW_SLACK   # slow: a worker waited
+    for _ in range(_threads.STRIKES):
+        k(a)
+    st = _threads.state()
+    assert st["contended"] and st["episodes"] == 1
+    fake.delay = 1e-4
+    time.sleep(0.03)        # past the probe time: the next launch is a parallel probe, and fast
+    k(a)
+    assert not _threads.state()["contended"]
+
+
+def test_a_slow_probe_doubles_the_wait(monkeypatch):
+    monkeypatch.setattr(_threads, "PROBE_MIN", 0.01)
+    fake, k, a = _warmed()
+    fake.delay = 2e-3
+    for _ in range(_threads.STRIKES):
+        k(a)
+    assert _threads.state()["contended"]
+    time.sleep(0.02)
+    k(a)                    # the probe: still slow
+    st = _threads.state()
+    assert st["contended"] and st["next_probe_in"] > 0.015
+    n = fake.calls
+    k(a)                    # before the next probe: the same dispatcher, on one thread
+    assert fake.calls == n + 1 and _threads.state()["contended"]
+
+
+def test_a_single_slow_launch_is_not_contention():
+    fake, k, a = _warmed()
+    fake.delay = 3e-3
+    k(a)
+    fake.delay = 1e-4
+    for _ in range(5):
+        k(a)
+    assert not _threads.state()["contended"]
