@@ -12,9 +12,12 @@ NUMBAGRAD_CACHE                ``cache=True`` (on-disk numba cache)         1
 NUMBAGRAD_PARALLEL_THRESHOLD   elements from which the parallel twin runs   65536
 NUMBAGRAD_REUSE_LARGE_ALLOCS   glibc: serve large arrays from the heap      1
 NUMBAGRAD_THREADS_PER_BLOCK    CUDA threads per block (CUDA backend)        256
+NUMBAGRAD_CACHE_DIR            numba's kernel cache (``backend/cache.py``)  per user
+NUMBAGRAD_COMPILE_NOTICE       a stderr line while kernels compile          1
 =============================  ==========================================  =========
 """
 import os
+import sys as _sys
 
 # Numba's OpenMP workers and OpenBLAS's threads both spin after each call by default and
 # then fight over the cores: a 784-512-256-10 MLP step took ~34 ms instead of ~2.7 ms on
@@ -31,9 +34,13 @@ os.environ.setdefault("GOMP_SPINCOUNT", "300000")
 # first here too; NUMBA_THREADING_LAYER(_PRIORITY), when the user sets one, wins.
 if "NUMBA_THREADING_LAYER" not in os.environ and "NUMBA_THREADING_LAYER_PRIORITY" not in os.environ:
     os.environ["NUMBA_THREADING_LAYER_PRIORITY"] = "omp tbb workqueue"
-    import sys as _sys
     if "numba" in _sys.modules:  # numba read its environment already
         _sys.modules["numba"].config.THREADING_LAYER_PRIORITY = ["omp", "tbb", "workqueue"]
+# numba's on-disk cache in a per-user, per-version directory (backend/cache.py), set before
+# numba reads its environment; NUMBAGRAD_CACHE_DIR, then NUMBA_CACHE_DIR, win.
+from . import cache as _cache  # noqa: E402
+
+_cache.configure()
 
 
 def _env_bool(name, default):

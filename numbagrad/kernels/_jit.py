@@ -6,8 +6,10 @@ import types
 
 from numba import njit
 
-from ..backend import config
+from ..backend import cache, config
 from ._threads import AdaptiveKernel
+
+cache.watch_compiles()
 
 
 def _renamed(fn, suffix):
@@ -63,7 +65,8 @@ class FlatKernel:
 
     def __init__(self, fn, fastmath=None):
         self.serial = _njit(fn, False, fastmath)
-        self.parallel = AdaptiveKernel(_njit(_renamed(fn, "_par"), True, fastmath)) if config.PARALLEL else self.serial
+        self.parallel = (AdaptiveKernel(_njit(_renamed(fn, "_par"), True, fastmath), serial=self.serial)
+                         if config.PARALLEL else self.serial)
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
 

@@ -1,0 +1,86 @@
+"""The first run: where the kernel cache lives, the compile notice, and ``numbagrad.warmup``
+(numbagrad/backend/cache.py, numbagrad/warmup.py). Each check runs a fresh interpreter,
+because numba reads its cache directory once."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from numbagrad.backend import cache
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _python(code, env_extra, timeout=600):
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "NUMBAGRAD_CACHE_DIR")}
+    env.update(env_extra)
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def test_the_cache_directory_precedence(monkeypatch, tmp_path):
+    monkeypatch.delenv("NUMBAGRAD_CACHE_DIR", raising=False)
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    import numba
+    import numbagrad
+    d = cache.chosen_dir()
+    assert d == str(tmp_path / "xdg" / "numbagrad" / f"{numbagrad.__version__}-numba{numba.__version__}-"
+                                                     f"py{sys.version_info[0]}{sys.version_info[1]}")
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))
+    assert cache.chosen_dir() == str(tmp_path / "numba")
+    monkeypatch.setenv("NUMBAGRAD_CACHE_DIR", str(tmp_path / "ng"))
+    assert cache.chosen_dir() == str(tmp_path / "ng")
+
+
+def test_kernels_are_cached_in_the_chosen_directory_and_loaded_from_it(tmp_path):
+    code = ("import numbagrad as ng, numba, json\n"
+            "from numbagrad.backend import cache\n"
+            "x = ng.randn(300, requires_grad=True)\n"
+            "ng.nn.functional.softplus(x).sum().backward()\n"
+            "print(json.dumps({'dir': numba.config.CACHE_DIR, 'compiled': cache.compiled()}))\n")
+    env = {"NUMBAGRAD_CACHE_DIR": str(tmp_path / "c"), "NUMBAGRAD_COMPILE_NOTICE": "0"}
+    first = json.loads(_python(code, env).stdout.strip().splitlines()[-1])
+    assert first["dir"] == str(tmp_path / "c") and first["compiled"] > 0
+    assert any(f.endswith(".nbi") for _, _, fs in os.walk(tmp_path / "c") for f in fs)
+    second = json.loads(_python(code, env).stdout.strip().splitlines()[-1])
+    assert second["compiled"] == 0, second      # every kernel loaded from the cache
+
+
+def test_the_compile_notice_goes_to_stderr_once(tmp_path):
+    code = ("import numbagrad\n"
+            "from numbagrad.backend import cache\n"
+            "cache.NOTICE_AFTER = 0.0\n"
+            "from numba import njit\n"
+            "for k in range(3):\n"
+            "    njit(lambda x, k=k: x + k)(1.0)\n")
+    err = _python(code, {"NUMBAGRAD_CACHE_DIR": str(tmp_path / "c")}).stderr
+    lines = [ln for ln in err.splitlines() if "compiling kernels" in ln]
+    assert len(lines) == 1 and "first run only" in lines[0] and str(tmp_path / "c") in lines[0], err
+    quiet = _python(code, {"NUMBAGRAD_CACHE_DIR": str(tmp_path / "c"), "NUMBAGRAD_COMPILE_NOTICE": "0"}).stderr
+    assert "compiling kernels" not in quiet
+
+
+def test_warmup_fills_the_cache_that_later_processes_load(tmp_path):
+    env = {"NUMBAGRAD_CACHE_DIR": str(tmp_path / "c"), "NUMBAGRAD_COMPILE_NOTICE": "0"}
+    code = ("import numbagrad, json\n"
+            "r = numbagrad.warmup(workers=1, progress=False, tasks=['optimizers'])\n"
+            "print(json.dumps(r))\n")
+    r = json.loads(_python(code, env).stdout.strip().splitlines()[-1])
+    assert r["compiled"] > 0 and r["cache_dir"] == str(tmp_path / "c")
+    again = ("import json, numbagrad\n"
+             "from numbagrad import warmup\n"
+             "from numbagrad.backend import cache\n"
+             "warmup._run_task('optimizers')\n"
+             "print(json.dumps(cache.compiled()))\n")
+    assert json.loads(_python(again, env).stdout.strip().splitlines()[-1]) == 0
+
+
+def test_warmup_refuses_unknown_tasks():
+    import numbagrad
+    with pytest.raises(ValueError, match="unknown task"):
+        numbagrad.warmup(tasks=["nope"])
