@@ -22,12 +22,20 @@ import time
 # 4.30 / 8.59; MLP b128 2.54 / 3.03 vs 2.56 / 6.03; tiny GPT 20.5 / 28.7 vs 21.5 / 48.9;
 # Conv2d 4.22 / 7.06 vs 4.35 / 8.57. So the suite runs numba's own default layer, as a
 # user gets it (NUMBA_THREADING_LAYER still overrides), and imports torch first. The
-# fresh-process rows run each framework alone, as a cross-check.
+# fresh-process rows run each framework alone, as a cross-check. numbagrad is imported
+# before numba's first parallel launch (the STREAM kernels of perf/_stream.py): its
+# configuration puts OpenMP first, as a user's process gets it; before, a STREAM kernel
+# launched first and numba took TBB (the ``mkl`` wheel installs it), so every figure was
+# measured on a layer users do not get.
 USER_THREADING_LAYER = os.environ.get("NUMBA_THREADING_LAYER")
 try:
     import torch  # noqa: F401
 except ImportError:
     torch = None
+try:
+    import numbagrad  # noqa: F401,E402
+except ImportError:
+    pass
 import numba  # noqa: E402,F401
 
 import pytest  # noqa: E402
