@@ -357,7 +357,8 @@ def header_lines(env, elapsed):
         f"{env['numba_num_threads']} threads) | torch {env.get('torch')} ({env.get('torch_threads')} threads) | "
         f"numpy {env['numpy']} | Python {env['python']}",
         "numba threading layer in this process: " + env["numba_threading_layer"]
-        + (" (set by the user)" if USER_THREADING_LAYER else " (numbagrad's order: omp, tbb, workqueue; as a user's process gets it)")
+        + (" (set by the user)" if USER_THREADING_LAYER
+           else " (numbagrad's order: omp, tbb, workqueue; as a user's process gets it)")
         + " | OpenMP runtimes loaded: " + (", ".join(os.path.basename(p) for p in env["openmp_libs"]) or "none"),
         f"device cpu: {env['cpu']}, {env['cores']} cores | dtype {env['dtype']} | "
         f"{'SMOKE MODE (tiny sizes, 1 round: figures meaningless)' if env['smoke'] else 'full sizes'}",
