@@ -12,7 +12,6 @@ gradient is PyTorch's everywhere (``addcmul``, ``deg2rad``, ``logit``...).
 import math
 
 import numpy as np
-from scipy import special as _sp
 
 from .. import _dtype
 from ..autograd.function import Function
@@ -27,9 +26,17 @@ from .elementwise import (_unary, _f, _ignore, _shape, add, sub, mul, div, log, 
                           clamp_max)
 
 
-def _half_safe(ufunc):
-    """``ufunc`` (one of SciPy's, which have no float16 loop) in the input's dtype."""
+def _sp(name):
+    """SciPy's special function ``name``, imported on first use: ``scipy.special`` took
+    ~0.2 s of ``import numbagrad`` (0.4 s on a loaded machine) for four rarely used ops."""
+    from scipy import special
+    return getattr(special, name)
+
+
+def _half_safe(name):
+    """SciPy's ufunc ``name`` (which has no float16 loop) in the input's dtype."""
     def f(be, x):
+        ufunc = _sp(name)
         if x.dtype == np.float16:
             return ufunc(x.astype(np.float32)).astype(np.float16)
         return ufunc(x)
@@ -61,10 +68,10 @@ arcsin, arccos, arctan, arcsinh, arccosh, arctanh = asin, acos, atan, asinh, aco
 
 # ---- error function and log-gamma (SciPy's ufuncs on the CPU, libdevice on CUDA) ----------
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
-erf = _unary("erf", _half_safe(_sp.erf),
+erf = _unary("erf", _half_safe("erf"),
              lambda be, x, g: be.mul(g, np.exp(-_sq(x)) * _f(x.dtype, _TWO_OVER_SQRT_PI)),
              doc="The error function, ``2/sqrt(pi) * integral_0^x exp(-t^2) dt``.")
-erfc = _unary("erfc", _half_safe(_sp.erfc),
+erfc = _unary("erfc", _half_safe("erfc"),
               lambda be, x, g: be.mul(g, np.exp(-_sq(x)) * _f(x.dtype, -_TWO_OVER_SQRT_PI)),
               doc="``1 - erf(x)``, accurate where ``erf(x)`` is near 1.")
 
@@ -90,7 +97,7 @@ def _psi(x):
         return p.astype(x.dtype)
 
 
-lgamma = _unary("lgamma", _ignore(_half_safe(_sp.gammaln)), lambda be, x, g: be.mul(g, _psi(x)),
+lgamma = _unary("lgamma", _ignore(_half_safe("gammaln")), lambda be, x, g: be.mul(g, _psi(x)),
                 doc="``log|Gamma(x)|``; its gradient is digamma.")
 
 
@@ -109,7 +116,7 @@ def erfinv(input):
 class _ErfInv(Function):
     @staticmethod
     def forward(ctx, x):
-        y = _host_ufunc(_sp.erfinv, x, "erfinv")
+        y = _host_ufunc("erfinv", x, "erfinv")
         ctx.save_for_backward(y)
         return y
 
@@ -121,8 +128,9 @@ class _ErfInv(Function):
 
 
 def _host_ufunc(uf, x, opname):
+    """SciPy's ufunc named ``uf`` on the host array ``x``."""
     if not isinstance(x, np.ndarray):
-        raise NotImplementedError(f"{opname}: runs on the CPU only (SciPy's {uf.__name__}); "
+        raise NotImplementedError(f"{opname}: runs on the CPU only (SciPy's {uf}); "
                                   f"got a tensor of shape {tuple(x.shape)} on {backend_of(x).name}")
     with np.errstate(all="ignore"):
         return _half_safe(uf)(None, x)
