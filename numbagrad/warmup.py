@@ -50,6 +50,42 @@ def _digits_mlp():
     _train(build_model("mlp"), [(ng.randn(n, 64), _classes(n, 10)) for n in (32, 360, 1437)], f, lr=1e-3)
 
 
+def _digits_mlp_loss():
+    """The main job's loss kernels (cross_entropy forward and backward): half of its first
+    run's compiling."""
+    import numbagrad as ng
+    for n in (32,):
+        ng.nn.functional.cross_entropy(ng.randn(n, 10, requires_grad=True), _classes(n, 10)).backward()
+
+
+def _digits_mlp_layers():
+    """The main job's layer and optimizer kernels (GEMMs serial and parallel, the fused
+    bias + ReLU, Adam), without its loss: the other half."""
+    import numbagrad as ng
+    from numbagrad.examples.train_digits import build_model
+    ng.manual_seed(0)
+    _train(build_model("mlp"), [(ng.randn(n, 64), None) for n in (32, 360)], lambda out, _: _plain_sum(out),
+           lr=1e-3)
+
+
+def _plain_sum(x):
+    """``x.sum()`` whose backward hands the layers a fresh C-contiguous gradient, as the
+    job's cross_entropy does (a broadcast view would compile other kernel variants)."""
+    from numbagrad.autograd import Function
+
+    class _Sum(Function):
+        @staticmethod
+        def forward(ctx, a):
+            ctx.shape = a.shape
+            return np.asarray(a.sum(), a.dtype)
+
+        @staticmethod
+        def backward(ctx, g):
+            return np.full(ctx.shape, g, g.dtype)
+
+    return _Sum.apply(x)
+
+
 def _digits_cnn():
     import numbagrad as ng
     from numbagrad.examples.train_digits import build_model
@@ -140,9 +176,26 @@ def _optimizers():
         ng.nn.utils.clip_grad_norm_([p], 1.0)
 
 
-TASKS = {"digits MLP": _digits_mlp, "digits CNN": _digits_cnn, "MLP 784-512-256-10": _mlp_large,
+TASKS = {"digits MLP": _digits_mlp, "digits MLP: loss": _digits_mlp_loss, "digits MLP: layers": _digits_mlp_layers, "digits CNN": _digits_cnn, "MLP 784-512-256-10": _mlp_large,
          "LSTM and GRU": _recurrent, "transformer block": _transformer, "losses": _losses,
          "optimizers": _optimizers}
+
+
+DIGITS_MLP = ("digits MLP: loss", "digits MLP: layers")
+"""The main job's kernels in two halves of about equal compile time, for :func:`first_run`."""
+
+
+def first_run():
+    """Whether the main job's kernels are not in the cache yet (its loss kernel has no
+    cache index): ``python -m numbagrad`` then compiles them with :func:`run` over
+    :data:`DIGITS_MLP`, both halves at once, instead of one after the other as it trains."""
+    from .backend import config
+    if not config.CACHE:
+        return False
+    from .kernels.cpu import loss
+    cache = getattr(loss._cross_entropy_fwd_cpu.serial, "_cache", None)
+    path = getattr(getattr(cache, "_cache_file", None), "_index_path", None)  # numba's index file
+    return path is not None and not os.path.exists(path)
 
 
 def _run_task(name):
