@@ -4,7 +4,7 @@ import numpy as np
 
 from . import _dtype
 from .backend import backend_for_device
-from .tensor import Tensor
+from .tensor import Tensor, native_array
 from . import random as _random
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "arange", "linspace",
@@ -48,14 +48,25 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
         data = data.detach().cpu().numpy()
     d = _dtype.as_dtype(dtype)
     if d is None:
-        arr = np.array(data)
+        arr = _array("tensor", data)
         if arr.dtype == np.float64 and not (isinstance(data, np.ndarray) or isinstance(data, np.floating)):
             arr = arr.astype(_dtype.get_default_dtype())
         elif arr.dtype.kind not in "fiub" and arr.dtype != _dtype.bfloat16:
             raise TypeError(f"tensor: can't convert data of dtype {arr.dtype} (from {type(data).__name__})")
     else:
-        arr = np.array(data, dtype=d)
-    return _finish(arr, dtype, device, requires_grad)
+        arr = _array("tensor", data, d)
+    return _finish(native_array(arr), dtype, device, requires_grad)
+
+
+def _array(opname, data, dtype=None):
+    """``np.array(data, dtype)``, with a ragged nested sequence named as such."""
+    try:
+        return np.array(data, dtype=dtype)
+    except ValueError as e:
+        if "inhomogeneous" not in str(e) and "sequence" not in str(e):
+            raise
+        raise ValueError(f"{opname}: expected a rectangular nested sequence (every row of one length), got "
+                         f"a ragged one: {str(data)[:80]}") from None
 
 
 def as_tensor(data, dtype=None, device=None):
@@ -63,17 +74,18 @@ def as_tensor(data, dtype=None, device=None):
     if isinstance(data, Tensor):
         return data if dtype is None else data.to(dtype)
     if isinstance(data, np.ndarray) and (dtype is None or np.dtype(dtype) == data.dtype) and device in (None, "cpu"):
-        return Tensor._from_array(data)
+        return Tensor._from_array(native_array(data))
     return tensor(data, dtype, device)
 
 
 def from_numpy(arr):
     """A tensor sharing memory with the NumPy array ``arr``. A subclass (``np.memmap``,
     ``np.matrix``...) is held as a plain ``ndarray`` view of the same memory, so ops see the
-    arrays they expect, as PyTorch sees only the buffer."""
+    arrays they expect, as PyTorch sees only the buffer. A non-native byte order (``'>f4'``
+    on x86) is converted to native, a copy: there the memory is not shared (PyTorch raises)."""
     if not isinstance(arr, np.ndarray):
         raise TypeError(f"from_numpy: expected np.ndarray, got {type(arr).__name__}")
-    return Tensor._from_array(arr if type(arr) is np.ndarray else arr.view(np.ndarray))
+    return Tensor._from_array(native_array(arr))
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False):
@@ -103,6 +115,11 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     """Values from ``start`` to ``end`` (exclusive); int64 for integer arguments, else float32."""
     if end is None:
         start, end = 0, start
+    if step == 0:
+        raise RuntimeError(f"arange: step must be nonzero (start={start}, end={end})")
+    if (end - start) * step < 0:
+        raise RuntimeError(f"arange: upper bound and lower bound inconsistent with step sign (start={start}, "
+                           f"end={end}, step={step})")
     d = _dtype.as_dtype(dtype)
     if d is None:
         d = _dtype.int64 if all(isinstance(v, (int, np.integer)) for v in (start, end, step)) \
@@ -111,6 +128,7 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
 
 
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
+    _size((steps,))
     return _finish(np.linspace(start, end, steps).astype(_float(dtype)), dtype, device, requires_grad)
 
 
@@ -119,6 +137,7 @@ def logspace(start, end, steps, base=10.0, dtype=None, device=None, requires_gra
 
 
 def eye(n, m=None, dtype=None, device=None, requires_grad=False):
+    _size((n,) if m is None else (n, m))
     return _finish(np.eye(n, m, dtype=_float(dtype)), dtype, device, requires_grad)
 
 

@@ -12,11 +12,22 @@ class device:
             return
         if not isinstance(spec, str):
             raise TypeError(f"device: expected a string like 'cpu' or 'cuda:0', got {spec!r}")
-        kind, _, idx = spec.partition(":")
+        kind, colon, idx = spec.partition(":")
         if kind not in ("cpu", "cuda"):
             raise ValueError(f"device: unknown device type {kind!r} in {spec!r}; expected 'cpu' or 'cuda[:N]'")
+        # PyTorch's grammar: the index is a non-negative decimal without leading zeros
+        if colon and not (idx.isascii() and idx.isdigit() and (idx == "0" or idx[0] != "0")):
+            raise RuntimeError(f"device: Invalid device string: {spec!r} (expected 'cpu' or 'cuda[:N]')")
+        if index is not None:
+            if isinstance(index, bool) or not isinstance(index, int):
+                raise TypeError(f"device: argument 'index' must be int, got {type(index).__name__} {index!r}")
+            if index < 0:
+                raise RuntimeError(f"device: Device index must not be negative, got {index}")
+            if colon:
+                raise RuntimeError(f"device: type (string) must not include an index because index was "
+                                   f"passed explicitly: {spec!r}")
         self.type = kind
-        self.index = int(idx) if idx else index
+        self.index = int(idx) if colon else index
         if kind == "cuda" and self.index is None:
             self.index = 0
 

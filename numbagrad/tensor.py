@@ -21,8 +21,19 @@ def _register_array_type(t):
         _f._ARRAY_TYPES = _ARRAY_TYPES
 
 
+def native_array(a):
+    """NumPy array ``a`` as the kernels take it: a plain ``ndarray`` (a subclass such as
+    ``np.memmap`` is viewed, sharing its memory) in the machine's byte order (a big-endian
+    array is converted, which copies it: numba compiles for native byte order only)."""
+    if type(a) is not np.ndarray:
+        a = a.view(np.ndarray)
+    if not a.dtype.isnative:
+        a = a.astype(a.dtype.newbyteorder("="))
+    return a
+
+
 def _as_array(x, dtype=None):
-    a = np.asarray(x, dtype=dtype)
+    a = native_array(np.asarray(x, dtype=dtype))
     if dtype is None:
         if a.dtype == np.float64 and not isinstance(x, (np.ndarray, np.generic)):
             a = a.astype(_dtype.get_default_dtype())
@@ -116,7 +127,10 @@ class Tensor:
 
     def size(self, dim=None):
         """The shape (PyTorch's ``size()``), or one dimension of it."""
-        return self.array.shape if dim is None else self.array.shape[dim]
+        if dim is None:
+            return self.array.shape
+        from .ops._util import wrap_dim  # the one dimension check (ops sit above; bound lazily)
+        return self.array.shape[wrap_dim(dim, self.array.ndim, "size", scalar_ok=False)]
 
     @property
     def ndim(self):
@@ -448,6 +462,19 @@ class Tensor:
         hooks.append(hook)
         return _HookHandle(hooks, hook)
 
+    def register_post_accumulate_grad_hook(self, hook):
+        """Register ``hook(tensor)`` on a leaf, called once per backward pass after its
+        ``.grad`` has received the last gradient of that pass (DDP starts a bucket's
+        all-reduce from it). Returns a handle whose ``remove()`` unregisters it."""
+        if not self.requires_grad:
+            raise RuntimeError("register_post_accumulate_grad_hook: cannot register a hook on a tensor that "
+                               "doesn't require gradient")
+        if self.grad_fn is not None:
+            raise RuntimeError("register_post_accumulate_grad_hook: post accumulate grad hooks cannot be "
+                               "registered on non-leaf tensors")
+        from .autograd.engine import register_post_accumulate_grad_hook
+        return register_post_accumulate_grad_hook(self, hook)
+
     def retain_grad(self):
         """Keep ``.grad`` of this non-leaf tensor after backward (a no-op on leaves)."""
         if self.grad_fn is None:
@@ -495,11 +522,15 @@ class Tensor:
             # that saved it, so self gets a fresh version counter one ahead of the old one.
             v = _Version()
             v.value = self._version.value + 1
+            old_fn, old_idx = self.grad_fn, self._out_idx
             self.array = result.array if result.array.dtype == self.array.dtype else result.array.astype(self.array.dtype)
             self.grad_fn = result.grad_fn
             self._out_idx = result._out_idx
             self.requires_grad = result.requires_grad
             self._version = v
+            if old_fn is not None:  # views taken before stay aliased, as in PyTorch
+                from .autograd.function import follow_rebase
+                follow_rebase(self, old_fn, old_idx)
         else:
             if result.array.shape != self.array.shape:
                 raise RuntimeError(f"{opname}: output with shape {tuple(self.array.shape)} doesn't match "

@@ -1,12 +1,13 @@
 """Run the whole test suite: the README's test command and what ``.ci/run`` calls.
 
-Seven pytest processes, each a *phase*, run two at a time (``--jobs``, default: the number
+Eight pytest processes, each a *phase*, run two at a time (``--jobs``, default: the number
 of cores), because none of them keeps two cores busy for long:
 
 ``cpu``
-    ``python -m pytest`` but for the PTX file, ``tests/programs`` and ``tutorials``: the CPU
-    backend's unit tests and a smoke run of ``perf/``. It fills numba's cache
-    (``__pycache__``) with every CPU kernel.
+    ``python -m pytest`` but for the PTX file, ``tests/programs``, ``tests/distributed`` and
+    ``tutorials``: the CPU backend's unit tests and a smoke run of ``perf/``. It fills numba's cache
+    (``backend/cache.py``: ``~/.cache/numbagrad/<versions>`` unless ``NUMBAGRAD_CACHE_DIR``
+    is set) with every CPU kernel.
 ``tutorials``
     ``python -m pytest tutorials``: every notebook run top to bottom by nbmake, ending in
     its own asserts. After ``cpu``, whose numba cache it loads (compiling the LSTM and CTC
@@ -23,11 +24,16 @@ of cores), because none of them keeps two cores busy for long:
     AVX2-only machine CI may land on. Tests that compare numbagrad with itself (serial and
     parallel twins) and the fresh-process provider checks are left out. Its numba cache is
     a directory of its own (``.numba_cache_avx2/``): code compiled for haswell must not
-    replace the host's in ``__pycache__``. On a machine without AVX2 the phase is skipped.
+    replace the host's in the shared cache. On a machine without AVX2 the phase is skipped.
 ``programs``
     ``python -m pytest tests/programs``: PyTorch-style training scripts run unchanged under
     ``numbagrad.compat.install_torch_alias()`` and under real torch, in subprocesses; after
     ``cpu``, so their numbagrad runs load the kernels ``cpu`` cached.
+``mpi``
+    ``python -m pytest tests/distributed``: ``numbagrad.distributed``, DDP, SyncBatchNorm
+    and the distributed Trainer in real multi-process runs (``mpiexec -n 2`` and ``-n 3``,
+    one numba thread per rank); after ``cpu``, so each rank loads the cached kernels
+    instead of compiling them (every rank would compile its own).
 ``cudasim1``, ``cudasim2``
     ``NUMBA_ENABLE_CUDASIM=1 python -m pytest tests/cuda``: the CUDA suite under numba's
     simulator, which must be switched on before numba is imported, hence its own process;
@@ -67,7 +73,8 @@ AVX2_PATHS = ["tests/optim/test_optim_parity.py", "tests/optim/test_optim_adamx.
 AVX2_SELECT = "not parallel and not twin and not serial and not provider and not openmp"
 AVX2_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
             "NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": "",
-            "NUMBA_CACHE_DIR": os.path.join(ROOT, ".numba_cache_avx2")}
+            "NUMBA_CACHE_DIR": os.path.join(ROOT, ".numba_cache_avx2"),
+            "NUMBAGRAD_CACHE_DIR": os.path.join(ROOT, ".numba_cache_avx2")}
 
 
 def _has_avx2():
@@ -83,7 +90,8 @@ def phases():
     py = [sys.executable, "-m", "pytest"]
     ptx = "tests/test_cuda_ptx.py"
     return {
-        "cpu": (py + [f"--ignore={ptx}", "--ignore=tests/programs", "--ignore=tutorials"], {}, None,
+        "cpu": (py + [f"--ignore={ptx}", "--ignore=tests/programs", "--ignore=tutorials",
+                      "--ignore=tests/distributed"], {}, None,
                 "unit tests, perf smoke"),
         "ptx": (py + [ptx], {}, None, "every CUDA kernel compiled to PTX"),
         "avx2": (py + ["-k", AVX2_SELECT] + AVX2_PATHS, AVX2_ENV, None,
@@ -91,6 +99,7 @@ def phases():
         "tutorials": (py + ["tutorials"], {}, "cpu", "the tutorial notebooks (nbmake), top to bottom"),
         "programs": (py + ["tests/programs"], {}, "cpu",
                      "PyTorch-style programs under the torch alias, against real torch"),
+        "mpi": (py + ["tests/distributed"], {}, "cpu", "multi-process runs under mpiexec (numbagrad.distributed)"),
         **{f"cudasim{i}": (py + ["tests/cuda"], {"NUMBA_ENABLE_CUDASIM": "1", "NUMBAGRAD_TEST_SHARD": f"{i}/2"},
                            "cpu", f"the CUDA suite under the simulator, shard {i}/2") for i in (1, 2)},
     }

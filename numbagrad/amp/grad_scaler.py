@@ -43,6 +43,13 @@ reaches: ``unscale_`` refuses them as torch does) are unscaled through an exact 
 copy: the float32 kernel multiplies and checks it, and the products are rounded back once,
 to nearest even (``kernels/cpu/convert.py``): torch's ``opmath`` arithmetic, bit for bit.
 
+Data parallel: when a ``numbagrad.distributed`` process group is initialised, ``unscale_``
+all-reduces its found-inf flag with MAX over the ranks (one 1-element all-reduce, on every
+rank, also on one without gradients), so every rank skips the same steps and backs off
+the same scale, even where the ranks' gradients differ (parameters outside the DDP wrapper,
+gradients a rank changed after backward, a step without DDP). torch leaves that to DDP's
+identical averaged gradients (and all-reduces it in its sharded scaler).
+
 Differences from torch, all deliberate: ``update(new_scale)`` also takes an int; an
 optimizer's ``_step_supports_amp_scaling`` is not consulted (no numbagrad optimizer sets
 it); the found-inf flags are read on the host at ``step`` (torch reads them there too).
@@ -252,7 +259,7 @@ class GradScaler:
         # torch computes the reciprocal in float64 and rounds it to float32
         with np.errstate(divide="ignore", over="ignore"):
             inv_scale = np.float32(np.float64(1.0) / np.float64(self._scale))
-        state["found_inf_per_device"] = self._unscale_grads_(optimizer, inv_scale)
+        state["found_inf_per_device"] = _agree_found_inf(self._unscale_grads_(optimizer, inv_scale))
         state["stage"] = OptState.UNSCALED
 
     # ---- step / update --------------------------------------------------------------------
@@ -419,6 +426,20 @@ class GradScaler:
     def __setstate__(self, state):
         self.__dict__.update(state)
         self._per_optimizer_states = defaultdict(_refresh_per_optimizer_state)
+
+
+def _agree_found_inf(found):
+    """``found`` (``{device type: 1-element float32 flag}``) with every flag set to the
+    MAX of all flags over the ranks of the default process group (unchanged without
+    one). Every rank makes this one all-reduce, so a rank without gradients joins too."""
+    from .. import distributed
+    if not distributed.is_initialized():
+        return found
+    local = max((float(backend_of(f).to_numpy(f)[0]) for f in found.values()), default=0.0)
+    t = Tensor._from_array(np.array([local], np.float32))
+    distributed.all_reduce(t, op=distributed.ReduceOp.MAX)
+    v = t.array[0]
+    return {k: backend_of(f).asarray(np.full(1, v, np.float32)) for k, f in found.items()}
 
 
 def _qualname(obj):

@@ -14,7 +14,7 @@ import numpy as np
 from .._dtype import is_float as _is_float
 from ..backend import backend_of
 from .anomaly import _anomaly
-from .function import Function
+from .function import Function, check_kept_versions
 from . import saved as _saved_stats
 
 
@@ -48,6 +48,39 @@ class _RetainGrad:
         return None
 
 
+# Post-accumulate-grad hooks (``Tensor.register_post_accumulate_grad_hook``):
+# id(leaf) -> (weakref to the leaf, [hook(leaf)]), the entry dropped when the leaf dies.
+# backward counts the reachable edges into these leaves and calls the hooks once the last
+# one has delivered (the leaf's ``.grad`` is then final for this pass).
+_POST_HOOKS = {}
+# Callbacks queued during the backward pass now running (``queue_callback``), one list per
+# nested backward call.
+_CALLBACKS = []
+
+
+def register_post_accumulate_grad_hook(leaf, hook):
+    """See ``Tensor.register_post_accumulate_grad_hook``; returns a handle with ``remove()``."""
+    import weakref
+    key = id(leaf)
+    entry = _POST_HOOKS.get(key)
+    if entry is None or entry[0]() is not leaf:
+        def forget(_, k=key, table=_POST_HOOKS):   # no module globals: it may run at interpreter exit
+            e = table.get(k)
+            if e is not None and e[0]() is None:
+                del table[k]
+        entry = _POST_HOOKS[key] = (weakref.ref(leaf, forget), [])
+    entry[1].append(hook)
+    return _HookHandle(entry[1], hook)
+
+
+def queue_callback(callback):
+    """Run ``callback()`` once the backward pass now running has finished
+    (``Variable._execution_engine.queue_callback``)."""
+    if not _CALLBACKS:
+        raise RuntimeError("queue_callback: final callbacks can only be installed during the backward pass")
+    _CALLBACKS[-1].append(callback)
+
+
 def _tensor(arr):
     from .function import _wrap_plain
     return _wrap_plain(arr)
@@ -63,10 +96,28 @@ def _run_hooks(hooks, g):
             continue
         r = h(_tensor(g))
         if r is not None:
-            g = r.array if isinstance(r, Tensor) else r
+            g = _hook_result(h, r, g)
     if retain is not None:
         retain(_tensor(g))
     return g
+
+
+def _hook_result(hook, r, g):
+    """The gradient array a hook returned in place of ``g``; PyTorch's errors when it is no
+    tensor or has another shape, dtype or device (it would be broadcast into ``.grad``)."""
+    name = getattr(hook, "__name__", type(hook).__name__)
+    a = r.array if isinstance(r, Tensor) else r
+    if not isinstance(a, _tensor_mod._ARRAY_TYPES):
+        raise TypeError(f"expected Tensor, but hook '{name}' returned {type(r).__name__!r}")
+    if a.shape != g.shape:
+        raise RuntimeError(f"hook '{name}' has changed the size of value (was {list(g.shape)} got "
+                           f"{list(a.shape)})")
+    if a.dtype != g.dtype:
+        raise RuntimeError(f"hook '{name}' has changed the type of value (was {g.dtype} got {a.dtype})")
+    if type(a) is not type(g):
+        raise RuntimeError(f"hook '{name}' has changed the device of value (was {backend_of(g).device} "
+                           f"got {backend_of(a).device})")
+    return a
 
 
 def _check_shape(node, i, g, shape, dtype, what):
@@ -99,7 +150,14 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         if isinstance(inputs, Tensor):
             inputs = (inputs,)
         only = {id(t) for t in inputs}
-    _execute(tensors, grad_tensors, bool(retain_graph), capture=None, only_leaves=only)
+    callbacks = []
+    _CALLBACKS.append(callbacks)
+    try:
+        _execute(tensors, grad_tensors, bool(retain_graph), capture=None, only_leaves=only)
+    finally:
+        _CALLBACKS.pop()
+    for cb in callbacks:  # a callback may queue another: the list grows while we walk it
+        cb()
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
@@ -173,6 +231,25 @@ def _execute(tensors, grad_tensors, retain_graph, capture, only_leaves):
     # the engine allocated itself (and so may accumulate into in place).
     pending = {}
     owned = {}
+    # post-accumulate-grad hooks: edges still to come into each hooked leaf (counted below)
+    post = {} if _POST_HOOKS and cap_map is None else None
+
+    got = set()          # hooked leaves that received a gradient in this pass
+
+    def leaf_done(leaf, delivered):
+        k = id(leaf)
+        n = post.get(k)
+        if n is None:
+            return
+        if delivered:
+            got.add(k)
+        if n > 1:
+            post[k] = n - 1
+            return
+        del post[k]
+        if k in got:
+            for h in list(_POST_HOOKS[k][1]):
+                h(leaf)
 
     def deliver_leaf(leaf, g, sole=False):
         if cap_map is not None:
@@ -216,10 +293,13 @@ def _execute(tensors, grad_tensors, retain_graph, capture, only_leaves):
     deps = {}
     roots = []
     stack = []
+    seed_leaves = []
     for t, g in seeds:
         node = t.grad_fn
         if node is None:
             deliver_leaf(t, g)
+            if post is not None:
+                seed_leaves.append(t)
             continue
         deliver(node, t._out_idx, g)
         if node not in deps:
@@ -238,6 +318,16 @@ def _execute(tensors, grad_tensors, retain_graph, capture, only_leaves):
                 if child not in seen:
                     seen.add(child)
                     stack.append(child)
+            elif post is not None and id(child) in _POST_HOOKS:
+                k = id(child)
+                if only_leaves is None or k in only_leaves:
+                    post[k] = post.get(k, 0) + 1
+    if post is not None:
+        for t in seed_leaves:
+            k = id(t)
+            if k in _POST_HOOKS and (only_leaves is None or k in only_leaves):
+                post[k] = post.get(k, 0) + 1
+                leaf_done(t, True)
 
     # (2) run nodes whose consumers are all done.
     ready = [n for n in roots if deps[n] == 0]
@@ -268,6 +358,9 @@ def _execute(tensors, grad_tensors, retain_graph, capture, only_leaves):
                 if ks is not None:
                     for k in ks:
                         cap_res[k] = g
+        kept = node.__dict__.get("_kept_versions")
+        if kept:  # index, mask and target tensors backward reads (``function.keep_versions``)
+            check_kept_versions(node, kept)
         in_grads = node.backward(node, *grads)
         if type(in_grads) is not tuple:
             in_grads = (in_grads,)
@@ -290,7 +383,9 @@ def _execute(tensors, grad_tensors, retain_graph, capture, only_leaves):
                     if deps[child] == 0 and child in pending:
                         ready.append(child)
                     elif deps[child] == 0:
-                        _drop(child, deps, ready, pending)
+                        _drop(child, deps, ready, pending, leaf_done if post else None)
+                elif post:
+                    leaf_done(child, False)
                 continue
             wrapped = isinstance(g, Tensor)
             if wrapped:
@@ -310,6 +405,8 @@ def _execute(tensors, grad_tensors, retain_graph, capture, only_leaves):
                 # references to a fresh array here: in_grads, g, and _sole_owner's own two
                 sole = not wrapped and not child._hooks and _sole_owner(g, 4)
                 deliver_leaf(child, g, sole)
+                if post:
+                    leaf_done(child, True)
 
 
 def _sole_owner(g, refs):
@@ -328,14 +425,19 @@ def _sole_owner(g, refs):
     return True
 
 
-def _drop(node, deps, ready, pending):
+def _drop(node, deps, ready, pending, leaf_done=None):
     """A node all of whose consumers returned None: nothing flows through it. Its own
-    inputs' counts still have to go down, iteratively."""
+    inputs' counts still have to go down, iteratively (and the post-accumulate-grad
+    counts of its leaves, through ``leaf_done``)."""
     stack = [node]
     while stack:
         n = stack.pop()
         for e in n.next_edges:
-            if e is None or not isinstance(e[0], Function):
+            if e is None:
+                continue
+            if not isinstance(e[0], Function):
+                if leaf_done is not None:
+                    leaf_done(e[0], False)
                 continue
             c = e[0]
             deps[c] -= 1

@@ -35,6 +35,7 @@ Example
 import contextlib
 import threading
 import traceback
+import weakref
 
 import numpy as np
 
@@ -89,13 +90,11 @@ class Function:
             return ()
         versions = self.__dict__.get("_saved_versions")
         if versions:
-            for i, counter, expected in versions:
+            for i, counter, expected, maker, out_idx in versions:
                 if counter.value != expected:
-                    raise RuntimeError(
-                        f"one of the arrays needed for gradient computation has been modified by an "
-                        f"in-place operation: saved tensor {i} of {type(self).__name__} is at version "
-                        f"{counter.value}; expected version {expected}. Hint: use the out-of-place "
-                        "form of the op, or .clone() the tensor before modifying it.")
+                    a = saved[i]
+                    raise _modified_error(self, a.dtype, a.shape, counter.value, expected,
+                                          self if maker is _OWN_OUTPUT else maker, out_idx)
         return saved
 
     def mark_non_differentiable(self, *arrays):
@@ -162,7 +161,9 @@ class Function:
             if isinstance(base, Tensor):
                 v = result[0] if multi else result
                 v._version = base._version
-                v._base = base if base._base is None else base._base
+                root = v._base = base if base._base is None else base._base
+                if v.grad_fn is ctx and not multi and root.grad_fn is not None:
+                    _register_view(ctx, root, v, args)
         return result
 
     def name(self):
@@ -175,6 +176,72 @@ class Function:
 
     def __repr__(self):
         return f"<{type(self).__name__}>"
+
+
+# ---- views follow an in-place rebase ------------------------------------------------------------
+# An in-place op on a non-leaf that requires grad runs out of place and rebases the tensor onto
+# the new node and buffer (``Tensor._inplace_result``). A view taken of it before would keep the
+# old buffer and node; PyTorch's views stay aliased (their ``grad_fn`` is regenerated from the
+# base's new one). So a recorded view of a non-leaf keeps its recipe (the view op's arguments,
+# ``_view_args``) on its node and a weak reference in the root's node (``_views``, with the
+# root's output index), and :func:`follow_rebase` replays the recipe on the rebased root: the
+# view then shares the new buffer, version counter and graph. Leaves requiring grad cannot be
+# written in place under grad mode, so their views (``w.t()`` every step) register nothing.
+def _register_view(ctx, root, v, args):
+    i = type(ctx).view_of  # the base's slot stays empty: the recipe does not keep it alive
+    ctx.__dict__["_view_args"] = args[:i] + (None,) + args[i + 1:]
+    d = root.grad_fn.__dict__
+    views = d.get("_views")
+    if views is None:
+        views = d["_views"] = []
+    elif len(views) >= 64 and not len(views) & (len(views) - 1):  # a long-lived root: drop dead refs
+        views[:] = [e for e in views if e[1]() is not None]
+    views.append((root._out_idx, weakref.ref(v)))
+
+
+def _view_chain(v, root_fn, root_idx):
+    """The view nodes from ``v`` back to output ``root_idx`` of ``root_fn``, or None."""
+    chain = []
+    node = v.grad_fn
+    while isinstance(node, Function) and "_view_args" in node.__dict__:
+        chain.append(node)
+        e = node.next_edges[type(node).view_of]
+        if e is None:
+            return None
+        if e[0] is root_fn and e[1] == root_idx:
+            return chain
+        node = e[0]
+    return None
+
+
+def follow_rebase(t, old_fn, old_idx):
+    """After an in-place op rebased the non-leaf ``t`` from output ``old_idx`` of ``old_fn``
+    onto a new node and buffer, make the live views taken of ``t`` before view the new buffer
+    through the new node (see the comment above)."""
+    views = old_fn.__dict__.get("_views") if old_fn is not None else None
+    if not views:
+        return
+    rest = []
+    for out_idx, ref in views:
+        v = ref()
+        if v is None:
+            continue
+        if out_idx != old_idx or v._base is not t:
+            rest.append((out_idx, ref))
+            continue
+        chain = _view_chain(v, old_fn, old_idx)
+        if chain is None:
+            continue
+        cur = t
+        for node in reversed(chain):
+            args = list(node._view_args)
+            args[type(node).view_of] = cur
+            cur = type(node).apply(*args)
+        v.array, v.grad_fn, v._out_idx = cur.array, cur.grad_fn, cur._out_idx
+        v.requires_grad, v._version = cur.requires_grad, cur._version
+        if t.grad_fn is not None and v.grad_fn is not None:  # so that a second rebase finds it
+            t.grad_fn.__dict__.setdefault("_views", []).append((t._out_idx, weakref.ref(v)))
+    old_fn.__dict__["_views"] = rest
 
 
 class _TLS(threading.local):
@@ -198,19 +265,73 @@ def _collecting(into):
 
 
 def _record_saved_versions(ctx, args, outputs):
+    # (slot, counter, its value now, the node that made the tensor (None for a leaf,
+    # _OWN_OUTPUT for ctx itself, so no reference cycle), which of its outputs); the last
+    # two only name the tensor in the error
     versions = []
     for i, s in enumerate(ctx._saved):
         for t in args:
             if isinstance(t, Tensor) and t.array is s:
-                versions.append((i, t._version, t._version.value))
+                versions.append((i, t._version, t._version.value, t.grad_fn, t._out_idx))
                 break
         else:
-            for t in outputs:
+            for k, t in enumerate(outputs):
                 if t.array is s:
-                    versions.append((i, t._version, t._version.value))
+                    versions.append((i, t._version, t._version.value, _OWN_OUTPUT, k))
                     break
     if versions:
         ctx.__dict__["_saved_versions"] = versions
+
+
+_OWN_OUTPUT = object()  # marks an output of the node itself in its version records
+
+
+def _modified_error(node, dtype, shape, now, expected, maker, out_idx):
+    """PyTorch's error for a tensor that ``node``'s backward needs and that was written in
+    place after the forward (``maker``: the node that made the tensor, None for a leaf)."""
+    which = "" if maker is None else f", which is output {out_idx} of {type(maker).__name__},"
+    return RuntimeError(
+        f"one of the variables needed for gradient computation has been modified by an inplace "
+        f"operation: [{dtype} {list(shape)}]{which} is at version {now}; expected version {expected} "
+        f"instead. The backward of {type(node).__name__} needs it. Hint: the tensor was modified by an "
+        "in-place operation after the forward; use the out-of-place form of the op, or .clone() the "
+        "tensor before modifying it.")
+
+
+def keep_versions(result, *tensors):
+    """Make the backward of the node that produced ``result`` (a Tensor or a tuple of them)
+    raise if any of ``tensors`` is written in place from now on; returns ``result``.
+
+    For Tensor arguments that a forward does not receive as they are, so that
+    ``save_for_backward`` cannot match them: index, mask and class-target tensors that the
+    op layer converts (to int64, flattened, padded) before ``apply`` and whose arrays (or
+    copies) backward reads again. PyTorch saves them and raises in this case; so does the
+    engine, before it runs the node. Arguments that are not Tensors (arrays, lists, None)
+    are skipped, and so is a result that no node recorded.
+    """
+    first = result[0] if type(result) is tuple else result
+    node = first.grad_fn
+    if node is None:
+        return result
+    d = node.__dict__
+    kept = d.get("_kept_versions")
+    for t in tensors:
+        if isinstance(t, Tensor):
+            if kept is None:
+                kept = d["_kept_versions"] = []
+            maker = t.grad_fn  # named in the error only (``node`` itself would be a cycle)
+            kept.append((t._version, t._version.value, t.array.dtype, t.array.shape,
+                         _OWN_OUTPUT if maker is node else maker, t._out_idx))
+    return result
+
+
+def check_kept_versions(node, kept):
+    """Raise :func:`_modified_error` if a tensor recorded by :func:`keep_versions` changed
+    (the engine calls it before ``node``'s backward)."""
+    for counter, expected, dtype, shape, maker, out_idx in kept:
+        if counter.value != expected:
+            raise _modified_error(node, dtype, shape, counter.value, expected,
+                                  node if maker is _OWN_OUTPUT else maker, out_idx)
 
 
 # ---- bfloat16 storage ------------------------------------------------------------------------

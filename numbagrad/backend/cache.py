@@ -15,7 +15,8 @@ checks each source file's time stamp and size, which covers an editable install'
 edits). A directory that cannot be created is not used (numba's default applies).
 
 **The compile notice.** A cold cache costs seconds of compiling before the first training
-step, with nothing on the screen. Once compiling has taken more than ``NOTICE_AFTER``
+step, with nothing on the screen. Once compiling numbagrad's kernels (a user's own
+``@njit`` functions are not counted) has taken more than ``NOTICE_AFTER``
 seconds in this process, one line goes to stderr: ``numbagrad: compiling kernels (first
 run only; later runs load them from <dir>)... N so far``. On a terminal the count updates
 in place and the line ends when the process exits; elsewhere (logs) the line is written
@@ -96,6 +97,9 @@ class _Notice:
         self.depth -= 1
         if self.depth:
             return
+        mod = getattr(getattr(ev.data.get("dispatcher"), "py_func", None), "__module__", None) or ""
+        if not (mod == "numbagrad" or mod.startswith("numbagrad.")):
+            return  # a user's own @njit function: not numbagrad's to count or announce
         self.seconds += time.perf_counter() - self.t0
         self.count += 1
         if self.quiet or self.seconds < NOTICE_AFTER:
@@ -131,7 +135,7 @@ _LISTENER = []
 
 
 def compiled():
-    """How many kernels (top-level numba compilations) this process has compiled."""
+    """How many of numbagrad's kernels (top-level numba compilations) this process has compiled."""
     return _LISTENER[0].count if _LISTENER else 0
 
 

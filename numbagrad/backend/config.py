@@ -69,3 +69,39 @@ PARALLEL_THRESHOLD = _env_int("NUMBAGRAD_PARALLEL_THRESHOLD", 1 << 16)
 # bandwidth). The cost: the process keeps its peak heap size.
 REUSE_LARGE_ALLOCS = _env_bool("NUMBAGRAD_REUSE_LARGE_ALLOCS", True)
 THREADS_PER_BLOCK = _env_int("NUMBAGRAD_THREADS_PER_BLOCK", 256)
+
+
+# ---- fork -------------------------------------------------------------------------------
+# A process forked after numba's thread pool has started inherits the pool's state but not
+# its threads. Under the GNU OpenMP layer numba terminates the child at its first parallel
+# launch ("fork() called from a process already using GNU OpenMP, this is unsafe"), so a
+# ``multiprocessing.Pool`` of fork workers loses its tasks and waits forever. The TBB and
+# workqueue layers start afresh in the child. So there is one rule, :func:`fork_runs_serial`:
+# in such a child every parallel kernel runs its serial twin (the kernels' at-fork handler,
+# ``kernels/_threads.py``, applies it; the DataLoader's fork workers rely on it). The serial
+# twin computes the same bits, so results do not depend on where they were computed.
+def numba_pool_started():
+    """Whether numba's threading layer (its OpenMP/TBB/workqueue pool) has been started in
+    this process: numba 0.68 sets ``numba.np.ufunc.parallel._is_initialized`` when the first
+    parallel kernel launches its threads."""
+    mod = _sys.modules.get("numba.np.ufunc.parallel")
+    return bool(getattr(mod, "_is_initialized", False))
+
+
+def fork_unsafe_layer():
+    """The started numba threading layer's name if a forked child cannot launch parallel work
+    on it (``"omp"`` with GNU OpenMP), else None (not started, TBB, workqueue, Intel OpenMP)."""
+    if not numba_pool_started():
+        return None
+    layer = getattr(_sys.modules["numba.np.ufunc.parallel"], "_threading_layer", None)
+    if layer != "omp":
+        return None
+    omppool = _sys.modules.get("numba.np.ufunc.omppool")
+    return "omp" if getattr(omppool, "openmp_vendor", "GNU") == "GNU" else None
+
+
+def fork_runs_serial():
+    """The fork rule: True when a child forked from this process now must run numbagrad's
+    kernels serially (see the comment above). Evaluated in the child, where it sees the
+    state the parent had at the fork."""
+    return fork_unsafe_layer() is not None

@@ -15,6 +15,9 @@ def backend_of(array):
     try:
         return _BY_ARRAY_TYPE[type(array)]
     except KeyError:
+        for t in type(array).__mro__[1:]:  # a subclass (``np.memmap``) is its base's
+            if t in _BY_ARRAY_TYPE:
+                return _BY_ARRAY_TYPE[t]
         raise TypeError(f"no numbagrad backend holds arrays of type {type(array).__name__}") from None
 
 

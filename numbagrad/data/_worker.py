@@ -53,6 +53,7 @@ try:
 except ImportError:  # pragma: no cover - not POSIX: batches are pickled instead
     _posixshmem = None
 
+from ..backend.config import numba_pool_started  # noqa: F401 (tests ask it)
 from ..tensor import Tensor
 
 __all__ = ["WorkerInfo", "get_worker_info"]
@@ -386,26 +387,10 @@ def _context(mp_context):
         ctx = mp.get_context(mp_context)
     else:
         ctx = mp_context
-    if ctx.get_start_method() == "fork":
-        _check_fork()
+    # "fork" is as good as the others: a forked worker follows numbagrad's one fork rule
+    # (``config.fork_runs_serial``), running its kernels serially when the parent's numba pool
+    # cannot be used in a child (GNU OpenMP), so it never dies in a parallel launch.
     return ctx
-
-
-def numba_pool_started():
-    """Whether numba's threading layer (its OpenMP/TBB/workqueue pool) has been started
-    in this process: numba 0.68 sets ``numba.np.ufunc.parallel._is_initialized`` when
-    the first parallel kernel launches its threads."""
-    mod = sys.modules.get("numba.np.ufunc.parallel")
-    return bool(getattr(mod, "_is_initialized", False))
-
-
-def _check_fork():
-    if numba_pool_started():
-        raise RuntimeError(
-            "DataLoader: multiprocessing_context='fork' cannot be used after numba's thread pool has started in "
-            "this process (a parallel kernel has run): a forked worker inherits the pool's locks but not its "
-            "threads, and hangs in its first parallel kernel. Use multiprocessing_context='spawn' (the default) "
-            "or 'forkserver'")
 
 
 def _signal_name(code):

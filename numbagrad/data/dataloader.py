@@ -90,9 +90,9 @@ class DataLoader:
         reported within a fraction of a second whatever ``timeout`` is)
     worker_init_fn : callable(worker_id), run in each worker after it is seeded
     multiprocessing_context : None (``"spawn"``), ``"spawn"``, ``"forkserver"``, ``"fork"``
-        or a ``multiprocessing`` context. ``"fork"`` raises ``RuntimeError`` once numba's
-        thread pool has run in this process: a forked child would hang in its first
-        parallel kernel
+        or a ``multiprocessing`` context. ``"fork"`` works at any time: a worker forked
+        after numba's GNU OpenMP pool has run runs numbagrad's kernels serially
+        (``numbagrad.backend.config.fork_runs_serial``)
     generator : numbagrad.Generator for shuffling and the workers' base seed (default:
         the global one)
     prefetch_factor : int, default 2 with workers: batches in flight per worker

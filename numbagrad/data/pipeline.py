@@ -226,7 +226,7 @@ class Pipeline:
         """Apply ``fn`` to every item.
 
         ``num_workers=N > 0`` runs ``fn`` in a pool of ``N`` processes started with the
-        *spawn* method (never fork: a child forked after numba's OpenMP pool has run dies),
+        *spawn* method (a fork would copy the parent's whole state into every worker),
         keeping the order of the items; at most ``2 * N`` items are in flight. ``fn`` and the
         items must be picklable, so ``fn`` must be a module-level function (not a lambda or
         closure) of an importable module, and a script that uses workers must guard its
@@ -482,6 +482,75 @@ class Pipeline:
             finally:
                 _close(it)
         return self._derive(open_take, length, name=f"take({k})")
+
+    def shard(self, rank=None, world_size=None, drop_last=False):
+        """This rank's share of every pass: items ``rank``, ``rank + world_size``, ...
+        (``rank``/``world_size`` default to ``numbagrad.distributed``'s group).
+
+        As :class:`~numbagrad.data.DistributedSampler`: unless ``drop_last``, the pass is
+        first padded to a multiple of ``world_size`` by wrapping around to its start, so every
+        rank gets ``ceil(n / world_size)`` items and all ranks run the same number of steps
+        (which DDP needs); with ``drop_last`` the tail is dropped (``n // world_size`` each).
+        The shards of a pass are disjoint when nothing was padded: put a ``shuffle`` with
+        the same seed on every rank before ``shard``, then ``batch``. Over an indexed stage
+        the order is sliced; after other stages each rank reads the whole pass and keeps
+        its items (holding the first ``world_size`` items for the padding).
+        """
+        who = "Pipeline.shard"
+        if rank is None or world_size is None:
+            from .. import distributed as dist
+            if not dist.is_initialized():
+                raise ValueError(f"{who}: rank and world_size are needed when no process group is "
+                                 "initialized (numbagrad.distributed.init_process_group)")
+            rank = dist.get_rank() if rank is None else rank
+            world_size = dist.get_world_size() if world_size is None else world_size
+        ws = _check_int(world_size, "world_size", who, lo=1)
+        rank = _check_int(rank, "rank", who)
+        if rank >= ws:
+            raise ValueError(f"{who}: rank={rank} is not in [0, world_size - 1 = {ws - 1}]")
+        drop_last = bool(drop_last)
+
+        def share(n):
+            return n // ws if drop_last else -(-n // ws)
+        length = None if self._length is None else share(self._length)
+        if self._indexed is not None:
+            ix = self._indexed
+
+            def order():
+                o = ix.order()
+                total = share(len(o)) * ws
+                if total > len(o):
+                    o = np.concatenate([o, np.resize(o, total - len(o))])
+                return o[rank:total:ws]
+            return self._derive(None, length, _Indexed(order, ix.fetch, ix.gather), f"shard({rank}/{ws})")
+
+        def open_shard():
+            # position k of the pass goes to rank k % ws; the padded positions n .. total - 1
+            # repeat the pass from its start (their items are among the first ws)
+            it = self._open()
+            head, held, n = [], None, 0
+            try:
+                for item in it:
+                    if n < ws:
+                        head.append(item)
+                    if n % ws == rank:
+                        if not drop_last:
+                            yield item
+                        else:   # a later item of ours proves the held one is not in the dropped tail
+                            if held is not None:
+                                yield held[1]
+                            held = (n, item)
+                    n += 1
+            finally:
+                _close(it)
+            if drop_last:
+                if held is not None and held[0] < n // ws * ws:
+                    yield held[1]
+            elif n:
+                total = -(-n // ws) * ws
+                for p in range(n + (rank - n) % ws, total, ws):
+                    yield head[p % n]
+        return self._derive(open_shard, length, name=f"shard({rank}/{ws})")
 
     # ---- consumers --------------------------------------------------------------------
     def iter(self):

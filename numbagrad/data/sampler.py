@@ -21,7 +21,7 @@ import numpy as np
 from .. import random as _random
 
 __all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler",
-           "BatchSampler"]
+           "BatchSampler", "DistributedSampler"]
 
 
 class Sampler:
@@ -246,6 +246,87 @@ class BatchSampler(Sampler):
                 raise TypeError(f"BatchSampler.load_state_dict: state_dict['sampler'] holds a sampler state, but "
                                 f"the sampler {type(self.sampler).__name__} has no load_state_dict()")
             self.sampler.load_state_dict(saved)
+
+
+class DistributedSampler(Sampler):
+    """This rank's share of each epoch (``torch.utils.data.distributed.DistributedSampler``).
+
+    The epoch's order is the dataset's indices, permuted with a generator seeded with
+    ``seed + epoch`` when ``shuffle`` (the same on every rank: call :meth:`set_epoch` at each
+    epoch's start for a new order). Unless ``drop_last`` it is padded, wrapping around to its
+    start, to ``num_samples * num_replicas`` indices, so every rank gets ``num_samples =
+    ceil(len / num_replicas)``; with ``drop_last`` the tail is dropped (``num_samples =
+    len // num_replicas``). Rank ``r`` takes positions ``r, r + num_replicas, ...``: torch's
+    layout (``tests/data`` compares the index lists with torch's sampler). The permutation is
+    numbagrad's generator's, not torch's, so the shuffled orders themselves differ from torch's.
+
+    Parameters
+    ----------
+    dataset : a sized dataset.
+    num_replicas, rank : int, optional; default: the ``numbagrad.distributed`` group's.
+    shuffle : bool. seed : int. drop_last : bool.
+
+    ``state_dict()`` is ``{"epoch": e, "seed": s}`` (nothing depends on the world size, so a
+    run saved at one world size resumes at another; the position in the epoch is the
+    DataLoader's). :meth:`epoch_order` is the whole padded epoch, every rank's positions.
+    """
+
+    def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0, drop_last=False):
+        if num_replicas is None or rank is None:
+            from .. import distributed as dist
+            if not dist.is_available():
+                raise RuntimeError("DistributedSampler: requires the distributed package (pip install numbagrad[mpi]) "
+                                   "when num_replicas or rank is not given")
+            num_replicas = dist.get_world_size() if num_replicas is None else num_replicas
+            rank = dist.get_rank() if rank is None else rank
+        if isinstance(num_replicas, bool) or not isinstance(num_replicas, (int, np.integer)) or num_replicas < 1:
+            raise ValueError(f"DistributedSampler: num_replicas must be a positive integer, got {num_replicas!r}")
+        if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or not 0 <= rank < num_replicas:
+            raise ValueError(f"Invalid rank {rank}, rank should be in the interval [0, {num_replicas - 1}]")
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+            raise TypeError(f"DistributedSampler: seed must be an int, got {type(seed).__name__}")
+        self.dataset = dataset
+        self.num_replicas = int(num_replicas)
+        self.rank = int(rank)
+        self.shuffle = bool(shuffle)
+        self.seed = int(seed)
+        self.drop_last = bool(drop_last)
+        self.epoch = 0
+        n = len(dataset)
+        self.num_samples = n // self.num_replicas if self.drop_last else -(-n // self.num_replicas)
+        self.total_size = self.num_samples * self.num_replicas
+
+    def set_epoch(self, epoch):
+        """The epoch whose order :meth:`indices` draws (``seed + epoch`` seeds the shuffle)."""
+        self.epoch = int(epoch)
+
+    def epoch_order(self):
+        """The whole epoch, padded or cut to ``total_size``: rank ``r``'s indices are
+        ``epoch_order()[r::num_replicas]``."""
+        n = len(self.dataset)
+        if self.shuffle:
+            order = _random.Generator().manual_seed(self.seed + self.epoch).numpy_rng.permutation(n)
+        else:
+            order = np.arange(n)
+        order = order.astype(np.int64, copy=False)
+        if self.total_size > n:
+            order = np.concatenate([order, np.resize(order, self.total_size - n)])
+        return order[:self.total_size]
+
+    def indices(self):
+        return self.epoch_order()[self.rank:self.total_size:self.num_replicas]
+
+    def __len__(self):
+        return self.num_samples
+
+    def state_dict(self):
+        """``{"epoch": epoch, "seed": seed}``."""
+        return {"epoch": self.epoch, "seed": self.seed}
+
+    def load_state_dict(self, state_dict):
+        _check_sampler_state(self, state_dict, ("epoch", "seed"))
+        self.epoch = int(state_dict["epoch"])
+        self.seed = int(state_dict["seed"])
 
 
 def _draws_whole_epochs(sampler):

@@ -28,8 +28,11 @@ busy machine.) ``state()`` says what the
 detector sees; ``reset()`` forgets it (tests).
 
 In a child forked after numba's pool started under GNU OpenMP (``config.fork_runs_serial``),
-where a parallel launch would be terminated by numba, an ``os.register_at_fork`` handler
-makes every adaptive kernel run its serial twin for good (``serial_only()``).
+any parallel launch, a team of one included, is terminated by numba. There an
+``os.register_at_fork`` handler marks the cores contended for good (``serial_only()``), and
+each adaptive kernel runs a serial twin: the one it was given (``FlatKernel``'s), or one
+compiled from the same function without ``parallel`` on first use (on-disk cached, so once
+per machine). ``prange`` becomes ``range`` over the same iterations: the same bits.
 """
 import os
 import time
@@ -128,11 +131,23 @@ class AdaptiveKernel:
     contended (module docstring). Other attributes (``signatures``, ``compile``,
     ``py_func``...) are the dispatcher's."""
 
-    __slots__ = ("parallel", "_best")
+    __slots__ = ("parallel", "_best", "_serial")
 
-    def __init__(self, parallel):
+    def __init__(self, parallel, serial=None):
         self.parallel = parallel
         self._best = {}  # size bucket -> fastest launch seen, seconds (None: seen once)
+        self._serial = serial  # the serial twin: used only in a serial-only forked child
+
+    def _serial_twin(self):
+        s = self._serial
+        if s is None:
+            from numba import njit
+            from ._jit import _renamed
+            opts = self.parallel.targetoptions
+            jit = njit(cache=config.CACHE, fastmath=opts.get("fastmath", False),
+                       error_model=opts.get("error_model", "numpy"))
+            s = self._serial = jit(_renamed(self.parallel.py_func, "_ser"))
+        return s
 
     def __getattr__(self, name):
         return getattr(self.parallel, name)
@@ -153,6 +168,8 @@ class AdaptiveKernel:
         a = args[0]
         key = a.size.bit_length() if hasattr(a, "size") else 0
         if det.contended:
+            if _SERIAL_ONLY:  # a forked child: no parallel launch at all (module docstring)
+                return self._serial_twin()(*args)
             now = _clock()
             best = self._best.get(key)
             if now < det.next_probe or best is None:

@@ -9,7 +9,7 @@ from .upsampling import Upsample, UpsamplingNearest2d, UpsamplingBilinear2d  # n
 from .activation import *  # noqa: F401,F403
 from .sparse import Embedding, EmbeddingBag  # noqa: F401
 from .normalization import (LayerNorm, RMSNorm, GroupNorm, BatchNorm1d, BatchNorm2d, BatchNorm3d,  # noqa: F401
-                            InstanceNorm1d, InstanceNorm2d, InstanceNorm3d)
+                            InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, SyncBatchNorm)
 from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d  # noqa: F401
 from .pooling import (MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, AdaptiveAvgPool1d, AdaptiveAvgPool2d,  # noqa: F401
                       AdaptiveMaxPool1d, AdaptiveMaxPool2d, LPPool1d, LPPool2d)

@@ -7,7 +7,6 @@ Every ``torch.nn`` activation module is here. The only one with a parameter is
 only random ones are :class:`RReLU` and the dropout family, which draw from numbagrad's
 default generator in training mode and are deterministic in eval mode.
 """
-import numpy as np
 
 from ..ops import activation as _act
 # (``numbagrad.ops.dropout`` / ``.softmax`` are shadowed by the functions of those names
@@ -18,7 +17,7 @@ from ..ops.rrelu import rrelu as _rrelu
 from . import functional as F
 from . import init
 from .module import Module
-from .parameter import Parameter, factory_dtype
+from .parameter import empty_parameter, factory_dtype
 
 __all__ = ["ReLU", "ReLU6", "LeakyReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "Sigmoid", "Tanh",
            "Softplus", "Hardtanh", "Hardsigmoid", "Hardswish", "Softsign", "LogSigmoid", "Threshold",
@@ -223,7 +222,7 @@ class _DropoutNd(Module):
 
     def __init__(self, p=0.5, inplace=False):
         super().__init__()
-        if p < 0 or p > 1:
+        if not 0 <= p <= 1:  # written so that NaN fails too
             raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
         self.p = p
         self.inplace = inplace
@@ -360,7 +359,7 @@ class PReLU(Module):
         dt = factory_dtype(device, dtype)
         self.num_parameters = int(num_parameters)
         self.init = init
-        self.weight = Parameter(np.empty((self.num_parameters,), dt))
+        self.weight = empty_parameter(self, (self.num_parameters,), dt)
         self.reset_parameters()
         if device is not None:
             self.to(device)

@@ -23,9 +23,8 @@ from ..ops.attention import _mha
 from . import init
 from .linear import Linear
 from .module import Module
-from .parameter import Parameter
+from .parameter import empty_parameter
 
-import numpy as np
 
 __all__ = ["MultiheadAttention"]
 
@@ -63,26 +62,27 @@ class MultiheadAttention(Module):
         self.batch_first = bool(batch_first)
         self.head_dim = self.embed_dim // self.num_heads
         if self.head_dim * self.num_heads != self.embed_dim:
-            raise AssertionError("embed_dim must be divisible by num_heads")
+            raise ValueError(f"MultiheadAttention: embed_dim must be divisible by num_heads, got "
+                             f"embed_dim={self.embed_dim} and num_heads={self.num_heads}")
         E = self.embed_dim
         if not self._qkv_same_embed_dim:
-            self.q_proj_weight = Parameter(np.empty((E, E), dt))
-            self.k_proj_weight = Parameter(np.empty((E, self.kdim), dt))
-            self.v_proj_weight = Parameter(np.empty((E, self.vdim), dt))
+            self.q_proj_weight = empty_parameter(self, (E, E), dt)
+            self.k_proj_weight = empty_parameter(self, (E, self.kdim), dt)
+            self.v_proj_weight = empty_parameter(self, (E, self.vdim), dt)
             self.register_parameter("in_proj_weight", None)
         else:
-            self.in_proj_weight = Parameter(np.empty((3 * E, E), dt))
+            self.in_proj_weight = empty_parameter(self, (3 * E, E), dt)
             self.register_parameter("q_proj_weight", None)
             self.register_parameter("k_proj_weight", None)
             self.register_parameter("v_proj_weight", None)
         if bias:
-            self.in_proj_bias = Parameter(np.empty((3 * E,), dt))
+            self.in_proj_bias = empty_parameter(self, (3 * E,), dt)
         else:
             self.register_parameter("in_proj_bias", None)
         self.out_proj = NonDynamicallyQuantizableLinear(E, E, bias=bias, dtype=dt)
         if add_bias_kv:
-            self.bias_k = Parameter(np.empty((1, 1, E), dt))
-            self.bias_v = Parameter(np.empty((1, 1, E), dt))
+            self.bias_k = empty_parameter(self, (1, 1, E), dt)
+            self.bias_v = empty_parameter(self, (1, 1, E), dt)
         else:
             self.bias_k = self.bias_v = None
         self.add_zero_attn = bool(add_zero_attn)

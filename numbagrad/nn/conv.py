@@ -8,13 +8,12 @@ then convolves without padding.
 """
 import math
 
-import numpy as np
 
 from ..ops import conv as _F
 from ..ops.shape import pad as _pad
 from . import init
 from .module import Module
-from .parameter import Parameter, factory_dtype
+from .parameter import empty_parameter, factory_dtype
 
 __all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d"]
 
@@ -80,9 +79,9 @@ class _ConvNd(Module):
             shape = (self.in_channels, self.out_channels // self.groups) + self.kernel_size
         else:
             shape = (self.out_channels, self.in_channels // self.groups) + self.kernel_size
-        self.weight = Parameter(np.empty(shape, dt))
+        self.weight = empty_parameter(self, shape, dt)
         if bias:
-            self.bias = Parameter(np.empty((self.out_channels,), dt))
+            self.bias = empty_parameter(self, (self.out_channels,), dt)
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()

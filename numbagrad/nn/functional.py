@@ -25,7 +25,16 @@ __all__ = ["linear", "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "relu",
            "binary_cross_entropy_with_logits", "kl_div", "sigmoid_focal_loss", "focal_loss", "multi_margin_loss",
            "multilabel_soft_margin_loss", "ctc_loss", "pairwise_distance", "cosine_similarity",
            "triplet_margin_loss", "triplet_margin_with_distance_loss", "cosine_embedding_loss",
-           "hinge_embedding_loss", "margin_ranking_loss", "contrastive_loss"]
+           "hinge_embedding_loss", "margin_ranking_loss", "contrastive_loss",
+           # torch.nn.functional's names that forward to numbagrad.ops (see __getattr__)
+           "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d",
+           "alpha_dropout", "avg_pool1d", "avg_pool2d", "batch_norm", "bilinear", "celu", "celu_", "conv1d",
+           "conv2d", "conv_transpose1d", "conv_transpose2d", "dropout1d", "dropout2d", "dropout3d", "elu_",
+           "embedding_bag", "feature_alpha_dropout", "glu", "group_norm", "hardshrink", "hardsigmoid",
+           "hardswish", "hardtanh_", "instance_norm", "interpolate", "layer_norm", "leaky_relu_", "logsigmoid",
+           "lp_pool1d", "lp_pool2d", "max_pool1d", "max_pool2d", "normalize", "pad", "pixel_shuffle",
+           "pixel_unshuffle", "prelu", "rms_norm", "rrelu", "rrelu_", "selu_", "softmin", "softshrink",
+           "softsign", "tanhshrink", "threshold", "threshold_"]
 
 
 def relu(input, inplace=False):
@@ -100,6 +109,11 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
 
 def one_hot(tensor, num_classes=-1):
     return _ops.one_hot(tensor, num_classes)
+
+
+def __dir__():
+    """This module's names and the forwarded ones in ``__all__``."""
+    return sorted(set(globals()) | set(__all__))
 
 
 def __getattr__(name):

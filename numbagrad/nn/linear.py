@@ -7,12 +7,11 @@ a layer's own parameters. ``Linear.forward`` itself is unchanged (GEMM + bias).
 """
 import math
 
-import numpy as np
 
 from ..ops.matmul import linear as _linear
 from . import init
 from .module import Module
-from .parameter import Parameter, factory_dtype
+from .parameter import empty_parameter, factory_dtype
 
 __all__ = ["Identity", "Linear", "Bilinear"]
 
@@ -40,9 +39,9 @@ class Linear(Module):
         dt = factory_dtype(device, dtype)
         self.in_features = int(in_features)
         self.out_features = int(out_features)
-        self.weight = Parameter(np.empty((self.out_features, self.in_features), dt))
+        self.weight = empty_parameter(self, (self.out_features, self.in_features), dt)
         if bias:
-            self.bias = Parameter(np.empty((self.out_features,), dt))
+            self.bias = empty_parameter(self, (self.out_features,), dt)
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
@@ -85,9 +84,9 @@ class Bilinear(Module):
         self.in1_features = int(in1_features)
         self.in2_features = int(in2_features)
         self.out_features = int(out_features)
-        self.weight = Parameter(np.empty((self.out_features, self.in1_features, self.in2_features), dt))
+        self.weight = empty_parameter(self, (self.out_features, self.in1_features, self.in2_features), dt)
         if bias:
-            self.bias = Parameter(np.empty((self.out_features,), dt))
+            self.bias = empty_parameter(self, (self.out_features,), dt)
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()

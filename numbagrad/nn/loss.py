@@ -14,10 +14,11 @@ import math
 
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.function import Function, keep_versions
 from .. import _dtype
 from ..backend import backend_of
 from ..ops import _autocast
+from ..ops._check import out_of_range
 from ..tensor import Tensor
 from .module import Module
 
@@ -56,6 +57,15 @@ def _weight_array(weight, ncls, dtype, opname):
                          f"classes but got weight tensor of shape: {tuple(w.shape)}")
     be = backend_of(w)
     return be.contiguous(w if w.dtype == dtype else w.astype(dtype))
+
+
+def _check_targets(t, ncls, ignore_index, opname):
+    """Raise :func:`_report_bad_targets` unless every class target of the backend array ``t``
+    is in ``[0, ncls)`` or ``ignore_index`` (one range pass when all are in range)."""
+    if out_of_range(t, 0, ncls) is not None:
+        h = backend_of(t).to_numpy(t)  # the rare path: ignore_index out of range, or a bad target
+        if ((h != ignore_index) & ((h < 0) | (h >= ncls))).any():
+            _report_bad_targets(h, ncls, ignore_index, opname)
 
 
 def _report_bad_targets(t, ncls, ignore_index, opname):
@@ -99,6 +109,8 @@ class CrossEntropy(Function):
         prob, target, w = ctx.saved_tensors
         be = backend_of(prob)
         n, c, has_w, ignore_index, smoothing, reduction, wtot = ctx.info
+        # the kernel skips bad targets; the saved target may alias the caller's: say so instead
+        _check_targets(target, c, ignore_index, "cross_entropy backward")
         dt = prob.dtype
         if reduction == "none":
             gout = be.contiguous(g if g.dtype == dt else g.astype(dt))
@@ -233,6 +245,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         out = SoftCrossEntropy.apply(x2, t2, w, reduction, float(label_smoothing))
     else:
         out = CrossEntropy.apply(x2, t2, w, int(ignore_index), reduction, float(label_smoothing))
+    keep_versions(out, target, weight)  # backward reads both (PyTorch saves them)
     if reduction == "none" and out_shape is not None and tuple(out.shape) != out_shape:
         out = out.reshape(out_shape)
     if half is not None:
@@ -248,10 +261,8 @@ class NLLLossFn(Function):
         n, c = x.shape
         be = backend_of(x)
         t = target.astype(np.int64, copy=False)
+        _check_targets(t, c, ignore_index, "nll_loss")
         valid = t != ignore_index
-        bad = valid & ((t < 0) | (t >= c))
-        if bad.any():
-            _report_bad_targets(t, c, ignore_index, "nll_loss")
         ts = np.where(valid, t, 0)
         rows = be.arange(n)
         wr = (weight[ts] if weight is not None else be.ones(n, x.dtype)) * valid
@@ -296,7 +307,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
         raise TypeError(f"nll_loss: target must hold integer class indices, got dtype {target.dtype}")
     x2, t2, out_shape = _rows_first(input, target, "nll_loss", False)
     w = _weight_array(weight, x2.shape[1], x2.dtype, "nll_loss")
-    out = NLLLossFn.apply(x2, t2, w, int(ignore_index), reduction)
+    out = keep_versions(NLLLossFn.apply(x2, t2, w, int(ignore_index), reduction), target, weight)
     if reduction == "none" and tuple(out.shape) != out_shape:
         out = out.reshape(out_shape)
     return out

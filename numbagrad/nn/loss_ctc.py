@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.function import Function, keep_versions
 from ..backend import backend_of
 from ..tensor import Tensor
 from .loss import _check_reduction, _Loss, _scalar_out
@@ -138,7 +138,9 @@ def _lengths(x, name, n, unbatched, lp_desc):
     if a.size and a.min() < 0:
         raise RuntimeError(f"{_OP}: expected {name} to have value at least 0, but got value {int(a.min())} "
                            f"({_describe(name, x)})")
-    return np.ascontiguousarray(a)
+    # a copy of its own: backward's kernel loops up to these lengths, so a later write to
+    # the caller's array must not reach it (PyTorch copies them to host ints too)
+    return np.array(a, np.int64, order="C")
 
 
 def _padded_targets(tg, tl, n, unbatched, tdesc, lp_desc):
@@ -226,8 +228,8 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
         x = cast(x, np.dtype(np.float32))
     if unbatched:
         x = reshape(x, T, 1, C)
-    out = CTCLossFn.apply(x, be.asarray(tg), be.asarray(il), be.asarray(tl), blank, reduction,
-                          bool(zero_infinity), tl)
+    out = keep_versions(CTCLossFn.apply(x, be.asarray(tg), be.asarray(il), be.asarray(tl), blank, reduction,
+                                        bool(zero_infinity), tl), targets)  # PyTorch keeps the targets
     if unbatched and reduction == "none":
         out = reshape(out, ())
     if half:

@@ -293,13 +293,13 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     """Cosine similarity along ``dim`` of the broadcast shape (``torch.nn.functional.
     cosine_similarity``): ``x1 . x2 / (max(||x1||, eps) * max(||x2||, eps))``; ``dim`` is
     removed from the result."""
-    from ..ops._util import norm_axis
+    from ..ops._util import wrap_dim
     x1, x2 = _tensor(x1), _tensor(x2)
     shape = _broadcast_shape("cosine_similarity", x1, x2)
     if len(shape) == 0:
         x1, x2 = x1.reshape(1), x2.reshape(1)
         shape = (1,)
-    (axis,) = norm_axis(dim, len(shape), "cosine_similarity")
+    axis = wrap_dim(dim, len(shape), "cosine_similarity")
     (x1, x2), back = _floating("cosine_similarity", x1, x2)
     out = CosineSimilarityFn.apply(x1, x2, axis, float(eps), shape)
     return _cast_back(out, back)

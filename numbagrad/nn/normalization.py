@@ -20,17 +20,17 @@ from ..ops import normalization as _N
 from ..tensor import Tensor
 from . import init
 from .module import Module
-from .parameter import Parameter, factory_dtype
+from .parameter import empty_parameter, factory_dtype
 
 __all__ = ["LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
-           "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"]
+           "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "SyncBatchNorm"]
 
 
 def _affine(module, on, shape, dt, bias=True):
     """Register the ``weight`` (and ``bias``) Parameters of ``shape`` when ``on``, else None
     placeholders, as PyTorch's norm layers do (``bias=False`` drops the bias only)."""
-    module.register_parameter("weight", Parameter(np.empty(shape, dt)) if on else None)
-    module.register_parameter("bias", Parameter(np.empty(shape, dt)) if on and bias else None)
+    module.register_parameter("weight", empty_parameter(module, shape, dt) if on else None)
+    module.register_parameter("bias", empty_parameter(module, shape, dt) if on and bias else None)
 
 
 def _reset_affine(module):
@@ -91,7 +91,7 @@ class RMSNorm(Module):
         self.normalized_shape = _shape_tuple(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        self.register_parameter("weight", Parameter(np.empty(self.normalized_shape, dt))
+        self.register_parameter("weight", empty_parameter(self, self.normalized_shape, dt)
                                 if elementwise_affine else None)
         self.reset_parameters()
         if device is not None:
@@ -115,6 +115,8 @@ class GroupNorm(Module):
     def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None, *,
                  bias=True):
         super().__init__()
+        if isinstance(num_groups, bool) or not isinstance(num_groups, int) or num_groups <= 0:
+            raise ValueError(f"GroupNorm: num_groups must be a positive integer, got {num_groups!r}")
         if num_channels % num_groups != 0:
             raise ValueError(f"num_channels ({num_channels}) must be divisible by num_groups ({num_groups})")
         dt = factory_dtype(device, dtype)
@@ -196,8 +198,8 @@ class _NormBase(Module):
 
 
 class _BatchNorm(_NormBase):
-    def forward(self, input):
-        self._check_input_dim(input)
+    def _momentum_factor(self):
+        """The running statistics' factor for this forward (counting the batch in training)."""
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats:
             nbt = self._buffers["num_batches_tracked"]
@@ -206,6 +208,11 @@ class _BatchNorm(_NormBase):
                 nbt._bump_version()
                 if self.momentum is None:  # cumulative moving average
                     factor = 1.0 / float(nbt.item())
+        return factor
+
+    def forward(self, input):
+        self._check_input_dim(input)
+        factor = self._momentum_factor()
         use_batch = self.training or (self.running_mean is None and self.running_var is None)
         keep = not self.training or self.track_running_stats
         p = self._parameters
@@ -238,6 +245,58 @@ class BatchNorm3d(_BatchNorm):
         if input.ndim != 5:
             raise ValueError(f"BatchNorm3d: expected 5D input (got {input.ndim}D input of shape "
                              f"{tuple(input.shape)})")
+
+
+class SyncBatchNorm(_BatchNorm):
+    """Batch norm whose training statistics are those of the global batch, over every rank of
+    the ``numbagrad.distributed`` group (``torch.nn.SyncBatchNorm``): one all-reduce of the
+    per-channel sums in forward and one of the two gradient sums in backward
+    (:mod:`numbagrad.ops.sync_batchnorm`). Without a process group (or with one rank), and in
+    eval mode, it is :class:`BatchNorm1d`/``2d``/``3d`` on this rank's input. Inputs
+    ``(N, C, *)``."""
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
+                 process_group=None, device=None, dtype=None):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+        self.process_group = process_group
+
+    def _check_input_dim(self, input):
+        if input.ndim < 2:
+            raise ValueError(f"SyncBatchNorm: expected at least 2D input (got {input.ndim}D input of shape "
+                             f"{tuple(input.shape)})")
+
+    def forward(self, input):
+        from .. import distributed as dist
+        if not (self.training and dist.is_initialized() and dist.get_world_size(self.process_group) > 1):
+            return super().forward(input)
+        from ..distributed.process_group import _comm
+        from ..ops.sync_batchnorm import sync_batch_norm
+        self._check_input_dim(input)
+        factor = self._momentum_factor()
+        keep = self.track_running_stats
+        p = self._parameters
+        return sync_batch_norm(input, self.running_mean if keep else None, self.running_var if keep else None,
+                               p["weight"], p["bias"], factor, self.eps, _comm("SyncBatchNorm", self.process_group))
+
+    @classmethod
+    def convert_sync_batchnorm(cls, module, process_group=None):
+        """``module`` with every ``BatchNorm1d/2d/3d`` replaced by a :class:`SyncBatchNorm` that
+        shares its parameters and buffers (the module itself when it is one); the others unchanged."""
+        out = module
+        if isinstance(module, _BatchNorm) and not isinstance(module, SyncBatchNorm):
+            out = cls(module.num_features, module.eps, module.momentum, module.affine,
+                      module.track_running_stats, process_group)
+            for name in ("weight", "bias"):
+                if name in module._parameters:
+                    out._parameters[name] = module._parameters[name]
+            for name in ("running_mean", "running_var", "num_batches_tracked"):
+                out._buffers[name] = module._buffers.get(name)
+            out.training = module.training
+        for name, child in module.named_children():
+            new = cls.convert_sync_batchnorm(child, process_group)
+            if new is not child:
+                out._modules[name] = new
+        return out
 
 
 class _InstanceNorm(_NormBase):

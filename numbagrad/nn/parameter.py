@@ -48,6 +48,17 @@ def _rebuild_parameter(data, requires_grad):
     return Parameter(data, requires_grad)
 
 
+def empty_parameter(owner, shape, dtype):
+    """An uninitialised Parameter of ``shape`` for the constructor of module ``owner``; a
+    negative size raises PyTorch's error naming the module (NumPy's would name nothing)."""
+    shape = tuple(shape)
+    bad = [s for s in shape if s < 0]
+    if bad:
+        raise RuntimeError(f"{type(owner).__name__}: Trying to create tensor with negative dimension {bad[0]}: "
+                           f"{list(shape)}")
+    return Parameter(np.empty(shape, dtype))
+
+
 def factory_dtype(device=None, dtype=None):
     """The floating dtype a layer creates its parameters in (``dtype`` or the default), after
     checking that ``device`` exists: a layer built with ``device="cuda"`` where there is no

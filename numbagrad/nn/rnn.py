@@ -21,7 +21,7 @@ from .. import _autocast_state
 from ..ops import rnn as _F
 from . import init
 from .module import Module
-from .parameter import Parameter, factory_dtype
+from .parameter import empty_parameter, factory_dtype
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 
@@ -97,7 +97,7 @@ class RNNBase(Module):
                     names.append(f"weight_hr_l{layer}{sfx}")
                     shapes.append((proj_size, hidden_size))
                 for name, shape in zip(names, shapes):
-                    setattr(self, name, Parameter(np.empty(shape, dt)))
+                    setattr(self, name, empty_parameter(self, shape, dt))
                 self._flat_weights_names.extend(names)
                 self._all_weights.append(names)
         self.reset_parameters()
@@ -262,11 +262,11 @@ class RNNCellBase(Module):
         self.input_size = input_size
         self.hidden_size = hidden_size
         self.bias = bias
-        self.weight_ih = Parameter(np.empty((num_chunks * hidden_size, input_size), dt))
-        self.weight_hh = Parameter(np.empty((num_chunks * hidden_size, hidden_size), dt))
+        self.weight_ih = empty_parameter(self, (num_chunks * hidden_size, input_size), dt)
+        self.weight_hh = empty_parameter(self, (num_chunks * hidden_size, hidden_size), dt)
         if bias:
-            self.bias_ih = Parameter(np.empty((num_chunks * hidden_size,), dt))
-            self.bias_hh = Parameter(np.empty((num_chunks * hidden_size,), dt))
+            self.bias_ih = empty_parameter(self, (num_chunks * hidden_size,), dt)
+            self.bias_hh = empty_parameter(self, (num_chunks * hidden_size,), dt)
         else:
             self.register_parameter("bias_ih", None)
             self.register_parameter("bias_hh", None)

@@ -15,7 +15,7 @@ from ..ops.indexing import embedding as _embedding
 from ..tensor import Tensor
 from . import init
 from .module import Module
-from .parameter import Parameter, factory_dtype
+from .parameter import Parameter, empty_parameter, factory_dtype
 
 __all__ = ["Embedding", "EmbeddingBag"]
 
@@ -26,12 +26,12 @@ def _norm_padding_idx(padding_idx, num_embeddings, name):
     padding_idx = int(padding_idx)
     if padding_idx > 0:
         if padding_idx >= num_embeddings:
-            raise AssertionError(f"{name}: padding_idx ({padding_idx}) must be within num_embeddings "
-                                 f"({num_embeddings})")
+            raise ValueError(f"{name}: padding_idx ({padding_idx}) must be within num_embeddings "
+                             f"({num_embeddings})")
     elif padding_idx < 0:
         if padding_idx < -num_embeddings:
-            raise AssertionError(f"{name}: padding_idx ({padding_idx}) must be within num_embeddings "
-                                 f"({num_embeddings})")
+            raise ValueError(f"{name}: padding_idx ({padding_idx}) must be within num_embeddings "
+                             f"({num_embeddings})")
         padding_idx = num_embeddings + padding_idx
     return padding_idx
 
@@ -72,8 +72,8 @@ class Embedding(Module):
         self.sparse = sparse
         w = _table(_weight, self.num_embeddings, self.embedding_dim, dt, "Embedding")
         if w is None:
-            self.weight = Parameter(np.empty((self.num_embeddings, self.embedding_dim), dt),
-                                    requires_grad=not _freeze)
+            self.weight = empty_parameter(self, (self.num_embeddings, self.embedding_dim), dt)
+            self.weight.requires_grad_(not _freeze)
             self.reset_parameters()
         else:
             w.requires_grad_(not _freeze)
@@ -149,7 +149,7 @@ class EmbeddingBag(Module):
         self.padding_idx = _norm_padding_idx(padding_idx, self.num_embeddings, "EmbeddingBag")
         w = _table(_weight, self.num_embeddings, self.embedding_dim, dt, "EmbeddingBag")
         if w is None:
-            self.weight = Parameter(np.empty((self.num_embeddings, self.embedding_dim), dt))
+            self.weight = empty_parameter(self, (self.num_embeddings, self.embedding_dim), dt)
             self.reset_parameters()
         else:
             self.weight = w

@@ -36,6 +36,10 @@ def binary_operands(a, b, opname):
         if type(a.array) is not type(b.array):
             raise RuntimeError(f"{opname}: expected all tensors to be on the same device, got "
                                f"{a.device} and {b.device} (shapes {tuple(a.shape)} and {tuple(b.shape)})")
+        if a.shape != b.shape:  # a mismatch raises here, naming the op (NumPy's error names none)
+            for x, y in zip(reversed(a.shape), reversed(b.shape)):
+                if x != y and x != 1 and y != 1:
+                    broadcast_shape(opname, a.shape, b.shape)
         if da != db:
             d = _dtype.promote(da, db)
             from .shape import cast
@@ -50,6 +54,22 @@ def binary_operands(a, b, opname):
         return _scalar(a, b, opname), _with_scalar(b, a, opname)
     raise TypeError(f"{opname}: expected at least one Tensor operand, got "
                     f"{type(a).__name__} and {type(b).__name__}")
+
+
+def broadcast_shape(opname, *shapes):
+    """The shape that ``shapes`` broadcast to, or PyTorch's error naming the op, the first
+    mismatching sizes, the dimension (of the result) and every shape."""
+    n = max(len(s) for s in shapes)
+    out = [1] * n
+    for s in shapes:
+        for i, d in enumerate(s, n - len(s)):
+            if d != out[i] and d != 1 and out[i] != 1:
+                raise RuntimeError(f"{opname}: The size of tensor a ({out[i]}) must match the size of "
+                                   f"tensor b ({d}) at non-singleton dimension {i} (shapes "
+                                   + ", ".join(str(tuple(x)) for x in shapes) + ")")
+            if d != 1:
+                out[i] = d
+    return tuple(out)
 
 
 def _result_dtype(t, s, opname):
@@ -75,19 +95,46 @@ def _scalar(s, t, opname):
     return _result_dtype(t, s, opname).type(s)
 
 
-def norm_axis(dim, ndim, opname):
-    """``dim`` (int, tuple or None) as a sorted tuple of non-negative axes."""
+def wrap_dim(dim, ndim, opname, name="dim", scalar_ok=True):
+    """``dim`` as an axis in ``[0, ndim)``, by PyTorch's rule and with its message.
+
+    Negative values count from the end. A 0-d tensor takes ``dim`` 0 or -1, as a 1-d
+    one would (PyTorch's ``wrap_scalar``), unless ``scalar_ok`` is false. ``name`` is the
+    argument's name in the error (``dim``, ``start_dim``, ``source``, ...). Every op that
+    takes a dimension goes through here, so the range check and its wording are in one place.
+    """
+    if isinstance(dim, (bool, np.bool_)) or not isinstance(dim, (int, np.integer)):
+        raise TypeError(f"{opname}: {name} must be an int, got {type(dim).__name__} {dim!r}")
+    dim = int(dim)
+    if ndim == 0 and not scalar_ok:
+        raise IndexError(f"{opname}: Dimension specified as {dim} but tensor has no dimensions "
+                         f"(argument '{name}')")
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(f"{opname}: Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
+                         f"but got {dim}) (argument '{name}' of a {ndim}-d tensor)")
+    return dim % n
+
+
+def norm_axis(dim, ndim, opname, name="dim"):
+    """``dim`` (int, sequence of ints or None for all) as a sorted tuple of axes in
+    ``[0, ndim)``; each goes through :func:`wrap_dim`, and a repeated axis raises."""
     if dim is None:
         return tuple(range(ndim))
-    if isinstance(dim, (int, np.integer)):
-        dim = (int(dim),)
+    if isinstance(dim, (int, np.integer)) and not isinstance(dim, (bool, np.bool_)):
+        a = wrap_dim(dim, ndim, opname, name)
+        return (a,) if ndim else ()  # a 0-d tensor's dim 0 (or -1) is no axis of its array
+    if not isinstance(dim, (tuple, list)):
+        raise TypeError(f"{opname}: argument '{name}' must be an int or a tuple of ints, "
+                        f"got {type(dim).__name__} {dim!r}")
     out = []
     for d in dim:
-        d = int(d)
-        if not -max(ndim, 1) <= d < max(ndim, 1):
-            raise IndexError(f"{opname}: dimension {d} out of range for a tensor of {ndim} dimensions")
-        out.append(d % ndim if ndim else 0)
-    return tuple(sorted(set(out)))
+        a = wrap_dim(d, ndim, opname, name)
+        if a in out:
+            raise RuntimeError(f"{opname}: dim {a} appears multiple times in the list of dims "
+                               f"(argument '{name}' = {tuple(dim)})")
+        out.append(a)
+    return tuple(sorted(out)) if ndim else ()
 
 
 def shape_str(*ts):

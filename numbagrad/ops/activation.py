@@ -22,7 +22,7 @@ from .. import _dtype
 from ..autograd.function import Function
 from ..backend import backend_of
 from ..tensor import Tensor
-from ._util import as_tensor_arg
+from ._util import as_tensor_arg, wrap_dim
 
 __all__ = ["relu", "relu_", "relu6", "leaky_relu", "leaky_relu_", "elu", "elu_", "selu", "selu_",
            "celu", "celu_", "gelu", "silu", "sigmoid", "sigmoid_", "tanh", "tanh_", "softplus",
@@ -265,21 +265,24 @@ def gelu(input, approximate="none"):
 
 # ---- composite activations (PyTorch's less common ones) ---------------------------------------------
 class Threshold(Function):
+    """``value`` where ``x <= threshold``, else ``x``: written as torch's test, so a NaN (which
+    compares false) stays NaN and passes its gradient, as in torch."""
+
     @staticmethod
     def forward(ctx, x, thr, value):
         be = backend_of(x)
-        keep = be.greater(x, thr)
-        ctx.save_for_backward(keep)
-        return be.where(keep, x, x.dtype.type(value)).astype(x.dtype, copy=False)
+        drop = be.less_equal(x, thr)
+        ctx.save_for_backward(drop)
+        return be.where(drop, x.dtype.type(value), x).astype(x.dtype, copy=False)
 
     @staticmethod
     def backward(ctx, g):
-        (keep,) = ctx.saved_tensors
-        return backend_of(g).where(keep, g, g.dtype.type(0)), None, None
+        (drop,) = ctx.saved_tensors
+        return backend_of(g).where(drop, g.dtype.type(0), g), None, None
 
 
 def threshold(input, threshold, value, inplace=False):
-    """x if x > threshold else value (the gradient passes where x > threshold)."""
+    """x if x > threshold else value (the gradient passes where x > threshold, and NaN stays NaN)."""
     return _run(Threshold, input, "threshold", threshold, value, inplace=inplace)
 
 
@@ -337,9 +340,10 @@ def glu(input, dim=-1):
     x = as_tensor_arg(input, "glu")
     if x.ndim == 0:
         raise RuntimeError("glu does not support scalars because halving size must be even")
-    n = x.shape[dim]
+    d = wrap_dim(dim, x.ndim, "glu")
+    n = x.shape[d]
     if n % 2:
-        raise RuntimeError(f"glu: halving dimension must be even, but dimension {dim % x.ndim} is size {n}")
+        raise RuntimeError(f"glu: halving dimension must be even, but dimension {d} is size {n}")
     a, b = chunk(x, 2, dim)
     return a * sigmoid(b)
 

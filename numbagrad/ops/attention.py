@@ -451,10 +451,11 @@ def _mha(query, key, value, num_heads, in_proj_weight, in_proj_bias, bias_k, bia
         tgt_len, bsz, embed_dim = query.shape
         src_len = key.shape[0]
     if embed_dim_to_check is not None and embed_dim != embed_dim_to_check:
-        raise AssertionError(f"was expecting embedding dimension of {embed_dim_to_check}, but got "
-                             f"{embed_dim}")
+        raise ValueError(f"multi_head_attention_forward: was expecting embedding dimension of "
+                         f"{embed_dim_to_check}, but got {embed_dim}")
     if embed_dim % num_heads:
-        raise AssertionError(f"embed_dim {embed_dim} not divisible by num_heads {num_heads}")
+        raise ValueError(f"multi_head_attention_forward: embed_dim {embed_dim} must be divisible by num_heads, "
+                         f"got num_heads={num_heads}")
     head_dim = embed_dim // num_heads
     if key.shape[:2] != value.shape[:2]:
         raise AssertionError(f"key shape {tuple(key.shape)} does not match value shape {tuple(value.shape)}")

@@ -110,7 +110,7 @@ class FeatureDropout(Function):
 
 
 def _check_p(p):
-    if p < 0.0 or p > 1.0:
+    if not 0.0 <= p <= 1.0:  # written so that NaN fails too
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
 
 

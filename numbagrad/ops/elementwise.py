@@ -10,7 +10,7 @@ from .._dtype import is_float as _isf
 from ..autograd.function import Function
 from ..backend import backend_of
 from ..tensor import Tensor
-from ._util import be_of, binary_operands, as_tensor_arg
+from ._util import be_of, binary_operands, as_tensor_arg, broadcast_shape
 
 
 def _shape(x):
@@ -200,11 +200,19 @@ def true_divide(input, other):
     return div(input, other)
 
 
+def _no_int_zero(opname, b):
+    """Raise PyTorch's error for an integer divisor that holds a 0 (NumPy returns 0 and warns)."""
+    arr = b.array if isinstance(b, Tensor) else b
+    if getattr(arr, "dtype", np.dtype(type(arr))).kind in "iub" and bool((arr == 0).any()):
+        raise RuntimeError(f"{opname}: ZeroDivisionError: an integer divisor holds 0")
+
+
 def floor_divide(input, other):
     a, b = binary_operands(input, other, "floor_divide")
     if (isinstance(a, Tensor) and a.dtype.kind in "iub") and not (isinstance(b, Tensor) and _isf(b.dtype)):
         aa = a.array if isinstance(a, Tensor) else a
         bb = b.array if isinstance(b, Tensor) else b
+        _no_int_zero("floor_divide", bb)
         return Tensor._from_array(be_of(aa, bb).asarray(np.floor_divide(aa, bb)))
     return floor(Div.apply(a, b))
 
@@ -212,10 +220,20 @@ def floor_divide(input, other):
 def remainder(input, other):
     """Python-style modulus (the sign of the divisor), as ``torch.remainder``."""
     a, b = binary_operands(input, other, "remainder")
+    if getattr(a, "dtype", np.dtype(type(a))).kind in "iub":
+        _no_int_zero("remainder", b)
     return Remainder.apply(a, b)
 
 
-pow = _binary(Pow, "pow")
+def pow(input, exponent):
+    """``input ** exponent`` with broadcasting; an integer base takes no negative integer power."""
+    a, b = binary_operands(input, exponent, "pow")
+    ka, kb = (getattr(v, "dtype", np.dtype(type(v))).kind for v in (a, b))
+    if ka in "iu" and kb in "iu" and bool(((b.array if isinstance(b, Tensor) else b) < 0).any()):
+        raise RuntimeError("pow: Integers to negative integer powers are not allowed.")
+    return Pow.apply(a, b)
+
+
 maximum = _binary(Maximum, "maximum")
 minimum = _binary(Minimum, "minimum")
 
@@ -397,6 +415,7 @@ def where(condition, input=None, other=None):
               else np.bool_ if kinds == {bool} else np.int64)
         input = Tensor._from_array(backend_of(condition.array).asarray(np.asarray(input, dt)))
     a, b = binary_operands(input, other, "where")
+    broadcast_shape("where", condition.shape, _shape(a), _shape(b))  # names where and the three shapes
     cond = condition if condition.dtype == np.bool_ else condition.bool()
     return Where.apply(cond, a, b)
 

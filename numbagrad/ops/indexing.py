@@ -9,7 +9,11 @@ Conventions
   returns a copy, as in NumPy and PyTorch.
 * The dim-wise ops see a tensor as a 3-D array ``(A, N, B)`` with ``dim`` in the middle
   and launch the kernels of ``numbagrad/kernels/cpu/indexing.py`` on that view; index
-  arrays are checked here (dtype, range, shape) so the kernels can trust them.
+  arrays are checked here (dtype, range, shape) so the kernels can trust them, the range
+  again in backward (``ops/_check.py``: a saved index may share memory with the caller's).
+* Index, mask and target tensors that backward reads are named to
+  :func:`~numbagrad.autograd.function.keep_versions`, so writing them after the forward
+  makes backward raise, as in PyTorch.
 * Backward of every gather-like op is a scatter-add that accumulates duplicate indices.
 * In-place forms write straight into ``input.array`` when no graph is being recorded;
   under recording they run the out-of-place op and rebase ``input`` onto its result.
@@ -18,11 +22,12 @@ import math
 
 import numpy as np
 
-from ..autograd.function import Function
+from ..autograd.function import Function, keep_versions
 from ..autograd.grad_mode import _state
 from ..backend import backend_of
 from ..tensor import Tensor, _Version
-from ._util import as_tensor_arg
+from ._check import check_index, out_of_range
+from ._util import as_tensor_arg, wrap_dim
 
 __all__ = ["getitem", "setitem", "gather", "scatter", "scatter_add", "index_select", "index_add",
            "take_along_dim", "take", "masked_fill", "masked_select", "one_hot", "embedding",
@@ -65,16 +70,6 @@ def _dims3(shape, dim):
     return math.prod(shape[:dim]), shape[dim], math.prod(shape[dim + 1:])
 
 
-def _norm_dim(dim, ndim, opname):
-    n = max(ndim, 1)
-    if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
-        raise TypeError(f"{opname}: dim must be an int, got {type(dim).__name__}")
-    if not -n <= dim < n:
-        raise IndexError(f"{opname}: dimension {dim} out of range for a tensor of {ndim} dimensions "
-                         f"(expected to be in range [{-n}, {n - 1}])")
-    return int(dim) % n
-
-
 def _index_arg(index, opname, what="index", like=None):
     """An index argument as a C-contiguous int64 backend array; rejects other dtypes.
 
@@ -94,19 +89,6 @@ def _index_arg(index, opname, what="index", like=None):
         raise RuntimeError(f"{opname}: expected an integer (int32/int64) {what} tensor, "
                            f"got dtype {a.dtype}")
     return _contig(a.astype(np.int64, copy=False))
-
-
-def _check_range(opname, idx, n, dim, shape, allow_negative=False):
-    """Raise IndexError naming the op, the offending value and the shape when ``idx``
-    leaves ``[0, n)`` (``[-n, n)`` with ``allow_negative``)."""
-    if idx.size == 0:
-        return
-    lo, hi = int(idx.min()), int(idx.max())
-    low = -n if allow_negative else 0
-    if lo < low or hi >= n:
-        bad = lo if lo < low else hi
-        raise IndexError(f"{opname}: index {bad} is out of bounds for dimension {dim} with size {n} "
-                         f"(tensor shape {tuple(shape)})")
 
 
 def _wrap_negative(idx, n):
@@ -195,6 +177,29 @@ def _norm_index(idx, opname):
     return tuple(out), basic
 
 
+def _check_advanced(opname, idx, shape, like):
+    """Range-check the integer arrays of a normalised advanced index against the axes they
+    index, unless ``like`` is a NumPy array (NumPy checks its own indexing): a device
+    backend's advanced indexing (CUDA's ``take``, scatter and index-add) runs kernels that
+    do not."""
+    if isinstance(like, np.ndarray):
+        return
+    used = sum(0 if it is None or it is Ellipsis or type(it) is bool else
+               (it.ndim if hasattr(it, "dtype") and it.dtype == np.bool_ else 1) for it in idx)
+    ax = 0
+    for it in idx:
+        if it is None or type(it) is bool:
+            continue
+        if it is Ellipsis:
+            ax += len(shape) - used
+        elif hasattr(it, "dtype") and it.dtype == np.bool_:
+            ax += it.ndim
+        else:
+            if hasattr(it, "dtype") and ax < len(shape):
+                check_index(opname, it, shape[ax], ax, shape, allow_negative=True)
+            ax += 1
+
+
 def _index_error(opname, e, shape):
     return IndexError(f"{opname}: {e} (tensor shape {tuple(shape)})")
 
@@ -268,13 +273,8 @@ def _take_fallback(x, idx, plan):
         plan = ("rows", j)
     elif plan[0] != "rows":
         raise NotImplementedError(f"getitem: advanced index {idx!r} is not supported on this device")
-    if index.size:
-        lo, hi = int(index.min()), int(index.max())
-        if lo < -n or hi >= n:
-            raise IndexError(f"getitem: index {lo if lo < -n else hi} is out of bounds for axis {j} "
-                             f"with size {n} (tensor shape {tuple(x.shape)})")
-        if lo < 0:
-            index = index + (index < 0) * n
+    check_index("getitem", index, n, j, x.shape, allow_negative=True)
+    index = _wrap_negative(index, n)
     idx = idx[:j] + (index,) + idx[j + 1:]
     return np.take(x, index, axis=j), idx, plan
 
@@ -300,6 +300,7 @@ class GetItemAdvanced(Function):
     def forward(ctx, x, idx):
         idx = _indices_on(x, idx)
         plan = _advanced_plan(idx, x.shape)
+        _check_advanced("getitem", idx, x.shape, x)
         try:
             y = x[idx]
         except IndexError as e:
@@ -314,6 +315,8 @@ class GetItemAdvanced(Function):
         shape, idx, plan = ctx.meta
         be = backend_of(g)
         out = be.zeros(shape, g.dtype)
+        if plan[0] != "rows":  # checked again: the arrays may alias the caller's
+            _check_advanced("getitem backward", idx, shape, g)
         if plan[0] == "assign":
             try:
                 out[idx] = g
@@ -329,7 +332,9 @@ class GetItemAdvanced(Function):
             k = plan[1]
             index = next(it for it in idx if hasattr(it, "dtype"))
             A, N, B = _dims3(shape, k)
-            flat = _wrap_negative(_contig(index.astype(np.int64, copy=False).reshape(-1)), N)
+            flat = _contig(index.astype(np.int64, copy=False).reshape(-1))
+            check_index("getitem backward", flat, N, k, shape, allow_negative=True)  # may alias the user's index
+            flat = _wrap_negative(flat, N)
             src = _contig(g).reshape(A, flat.size, B)
             _kernel(g, "index_add_fwd")(out.reshape(A, N, B), flat, src, g.dtype.type(1))
         else:
@@ -341,16 +346,19 @@ def getitem(input, idx):
     """``input[idx]`` (``Tensor.__getitem__``): a view for basic indices, a copy otherwise."""
     if type(idx) is int or type(idx) is slice:
         return GetItemView.apply(input, (idx,))
+    tensors = idx if type(idx) is tuple else (idx,)
     idx, basic = _norm_index(idx, "getitem")
-    return (GetItemView if basic else GetItemAdvanced).apply(input, idx)
+    if basic:
+        return GetItemView.apply(input, idx)
+    return keep_versions(GetItemAdvanced.apply(input, idx), *tensors)
 
 
 def take(input, index):
     """``input`` seen as 1-D, indexed by ``index`` (negative indices count from the end)."""
     from .shape import reshape
     idx = _index_arg(index, "take", like=input.array)
-    _check_range("take", idx, input.array.size, 0, input.shape, allow_negative=True)
-    return GetItemAdvanced.apply(reshape(input, -1), (idx,))
+    check_index("take", idx, input.array.size, 0, input.shape, allow_negative=True)
+    return keep_versions(GetItemAdvanced.apply(reshape(input, -1), (idx,)), index)
 
 
 # ---- x[idx] = v -----------------------------------------------------------------------------
@@ -361,6 +369,7 @@ class IndexPut(Function):
     def forward(ctx, x, v, idx):
         be = backend_of(x)
         out = be.copy(x)
+        _check_advanced("setitem", idx, x.shape, x)
         try:
             out[idx] = v
         except IndexError as e:
@@ -375,6 +384,7 @@ class IndexPut(Function):
     def backward(ctx, g):
         idx, vshape, vdtype = ctx.meta
         nx, nv = ctx.needs_input_grad[:2]
+        _check_advanced("setitem backward", idx, g.shape, g)
         gx = gv = None
         if nx:
             gx = backend_of(g).copy(g)
@@ -399,6 +409,7 @@ def setitem(input, idx, value):
             value = np.asarray(value, dtype=input.dtype)
         return _rebase(input, "__setitem__", IndexPut.apply(input, value, idx))
     v = value.array if isinstance(value, Tensor) else value
+    _check_advanced("setitem", idx, input.shape, input.array)
     try:
         input.array[idx] = v
     except IndexError as e:
@@ -502,6 +513,7 @@ class Gather(Function):
     @staticmethod
     def backward(ctx, g):
         shape, dim, idx = ctx.meta
+        check_index("gather backward", idx, shape[dim] if shape else 1, dim, shape)  # may alias the user's index
         gx = backend_of(g).zeros(shape, g.dtype)
         _scatter_into("add", gx, dim, idx, _contig(g))
         return gx, None, None
@@ -510,10 +522,10 @@ class Gather(Function):
 def _gather_args(opname, input, dim, index):
     input = as_tensor_arg(input, opname)
     idx = _index_arg(index, opname, like=input.array)
-    dim = _norm_dim(dim, input.ndim, opname)
+    dim = wrap_dim(dim, input.ndim, opname)
     _check_gather_shapes(opname, input.shape, dim, idx.shape)
     n = input.shape[dim] if input.ndim else 1
-    _check_range(opname, idx, n, dim, input.shape)
+    check_index(opname, idx, n, dim, input.shape)
     return input, dim, idx
 
 
@@ -521,16 +533,16 @@ def gather(input, dim, index, sparse_grad=False):
     """``out[i][j][k] = input[index[i][j][k]][j][k]`` for ``dim=0`` (and so on): ``index``
     has ``input``'s number of dimensions and is no larger than it except along ``dim``."""
     input, dim, idx = _gather_args("gather", input, dim, index)
-    return Gather.apply(input, dim, idx)
+    return keep_versions(Gather.apply(input, dim, idx), index)
 
 
 def _scatter_args(opname, input, dim, index, src):
     input = as_tensor_arg(input, opname)
     idx = _index_arg(index, opname, like=input.array)
-    dim = _norm_dim(dim, input.ndim, opname)
+    dim = wrap_dim(dim, input.ndim, opname)
     _check_gather_shapes(opname, input.shape, dim, idx.shape, None if src is None else src.shape)
     n = input.shape[dim] if input.ndim else 1
-    _check_range(opname, idx, n, dim, input.shape)
+    check_index(opname, idx, n, dim, input.shape)
     return input, dim, idx
 
 
@@ -546,6 +558,8 @@ class ScatterAdd(Function):
     def backward(ctx, g):
         dim, idx, sshape, sdtype = ctx.meta
         nx, _, _, ns = ctx.needs_input_grad
+        if ns:  # the saved index may alias the user's
+            check_index("scatter_add backward", idx, g.shape[dim] if g.ndim else 1, dim, g.shape)
         return (g if nx else None, None, None,
                 _gather_grad_src(g, dim, idx, sshape, sdtype) if ns else None)
 
@@ -563,6 +577,7 @@ class Scatter(Function):
     def backward(ctx, g):
         dim, idx, sshape, sdtype = ctx.meta
         nx, _, _, ns = ctx.needs_input_grad
+        check_index("scatter backward", idx, g.shape[dim] if g.ndim else 1, dim, g.shape)  # may alias the user's
         gx = gs = None
         if nx:
             gx = backend_of(g).copy(g)
@@ -585,7 +600,7 @@ def scatter_add(input, dim, index, src):
     """A copy of ``input`` with ``src`` added at ``index`` along ``dim`` (duplicates add up)."""
     src = _src_arg(src, "scatter_add", input)
     input, dim, idx = _scatter_args("scatter_add", input, dim, index, src)
-    return ScatterAdd.apply(input, dim, idx, src)
+    return keep_versions(ScatterAdd.apply(input, dim, idx, src), index if src.requires_grad else None)
 
 
 def scatter(input, dim, index, src=None, value=None, reduce=None):
@@ -604,9 +619,9 @@ def scatter(input, dim, index, src=None, value=None, reduce=None):
         src = _src_arg(src, "scatter", input)
     if isinstance(src, Tensor):
         input, dim, idx = _scatter_args("scatter", input, dim, index, src)
-        return Scatter.apply(input, dim, idx, src)
+        return keep_versions(Scatter.apply(input, dim, idx, src), index)
     input, dim, idx = _scatter_args("scatter", input, dim, index, None)
-    return Scatter.apply(input, dim, idx, src)
+    return keep_versions(Scatter.apply(input, dim, idx, src), index)
 
 
 def scatter_add_(input, dim, index, src):
@@ -615,7 +630,7 @@ def scatter_add_(input, dim, index, src):
     _, d, idx = _scatter_args("scatter_add_", input, dim, index, src)
     return _inplace(input, "scatter_add_", (src,),
                     lambda out: _scatter_into("add", out, d, idx, src.array),
-                    lambda: ScatterAdd.apply(input, d, idx, src))
+                    lambda: keep_versions(ScatterAdd.apply(input, d, idx, src), index if src.requires_grad else None))
 
 
 def scatter_(input, dim, index, src=None, value=None, reduce=None):
@@ -633,7 +648,7 @@ def scatter_(input, dim, index, src=None, value=None, reduce=None):
     return _inplace(input, "scatter_", (src,),
                     lambda out: _scatter_into("set" if is_t else "fill", out, d, idx,
                                               src.array if is_t else src),
-                    lambda: Scatter.apply(input, d, idx, src))
+                    lambda: keep_versions(Scatter.apply(input, d, idx, src), index))
 
 
 def take_along_dim(input, indices, dim=None):
@@ -646,7 +661,7 @@ def take_along_dim(input, indices, dim=None):
     if dim is None:
         input, idx, dim = reshape(input, -1), idx.reshape(-1), 0
     else:
-        dim = _norm_dim(dim, input.ndim, "take_along_dim")
+        dim = wrap_dim(dim, input.ndim, "take_along_dim", scalar_ok=False)
         xs, ids = tuple(input.shape) or (1,), tuple(idx.shape) or (1,)
         if len(xs) != len(ids):
             raise RuntimeError(f"take_along_dim: input of shape {tuple(input.shape)} and indices of shape "
@@ -669,8 +684,11 @@ def take_along_dim(input, indices, dim=None):
         if tuple(idx.shape) != ishape:
             idx = _contig(backend_of(idx).broadcast_to(idx, ishape))
     n = input.shape[dim] if input.ndim else 1
-    _check_range("take_along_dim", idx, n, dim, input.shape, allow_negative=True)
-    return Gather.apply(input, dim, _wrap_negative(idx, n))
+    check_index("take_along_dim", idx, n, dim, input.shape, allow_negative=True)
+    idx = _wrap_negative(idx, n)
+    if _recording(input) and isinstance(indices, Tensor) and _overlaps(idx, indices.array):
+        idx = backend_of(idx).copy(idx)  # as torch: backward reads its own copy, later writes are fine
+    return Gather.apply(input, dim, idx)
 
 
 # ---- index_select / index_add --------------------------------------------------------------------
@@ -702,6 +720,7 @@ class IndexSelect(Function):
         gx = be.zeros(shape, g.dtype)
         if g.size:
             A, N, B = _dims3(shape or (1,), dim)
+            check_index("index_select backward", idx, N, dim, shape)  # may alias the user's index
             _kernel(g, "index_add_fwd")(gx.reshape(A, N, B), idx, _contig(g).reshape(A, idx.size, B),
                                         g.dtype.type(1))
         return gx, None, None
@@ -711,12 +730,12 @@ def index_select(input, dim, index):
     """The entries of ``input`` at the positions ``index`` (a vector) along ``dim``."""
     input = as_tensor_arg(input, "index_select")
     idx = _vector_index("index_select", index, like=input.array)
-    dim = _norm_dim(dim, input.ndim, "index_select")
+    dim = wrap_dim(dim, input.ndim, "index_select")
     n = input.shape[dim] if input.ndim else 1
     if input.ndim == 0 and idx.size != 1:
         raise RuntimeError(f"index_select: index to a 0-d tensor can have only 1 value, got {idx.size}")
-    _check_range("index_select", idx, n, dim, input.shape)
-    return IndexSelect.apply(input, dim, idx)
+    check_index("index_select", idx, n, dim, input.shape)
+    return keep_versions(IndexSelect.apply(input, dim, idx), index)
 
 
 def _index_add_into(out, dim, idx, src, alpha):
@@ -754,6 +773,7 @@ class IndexAdd(Function):
             be = backend_of(g)
             shape = g.shape or (1,)
             A, N, B = _dims3(shape, dim)
+            check_index("index_add backward", idx, N, dim, g.shape)  # may alias the user's index
             gs = be.empty(shape[:dim] + (idx.size,) + shape[dim + 1:], g.dtype)
             if gs.size:
                 _kernel(g, "index_select_fwd")(_contig(g).reshape(A, N, B), idx, gs.reshape(A, idx.size, B))
@@ -765,7 +785,7 @@ class IndexAdd(Function):
 
 def _index_add_args(opname, input, dim, index, source):
     idx = _vector_index(opname, index, like=input.array)
-    dim = _norm_dim(dim, input.ndim, opname)
+    dim = wrap_dim(dim, input.ndim, opname)
     shape = tuple(input.shape) or (1,)
     want = shape[:dim] + (idx.size,) + shape[dim + 1:]
     sshape = tuple(source.shape) or (1,)
@@ -773,7 +793,7 @@ def _index_add_args(opname, input, dim, index, source):
         raise RuntimeError(f"{opname}: source of shape {tuple(source.shape)} does not match: expected "
                            f"{want} for input of shape {tuple(input.shape)}, dim {dim} and "
                            f"{idx.size} indices")
-    _check_range(opname, idx, shape[dim], dim, input.shape)
+    check_index(opname, idx, shape[dim], dim, input.shape)
     return dim, idx
 
 
@@ -783,7 +803,8 @@ def index_add(input, dim, index, source, alpha=1):
     input = as_tensor_arg(input, "index_add")
     source = _src_arg(source, "index_add", input)
     dim, idx = _index_add_args("index_add", input, dim, index, source)
-    return IndexAdd.apply(input, dim, idx, source, alpha)
+    # PyTorch keeps the index for the source's gradient only
+    return keep_versions(IndexAdd.apply(input, dim, idx, source, alpha), index if source.requires_grad else None)
 
 
 def index_add_(input, dim, index, source, alpha=1):
@@ -792,7 +813,8 @@ def index_add_(input, dim, index, source, alpha=1):
     d, idx = _index_add_args("index_add_", input, dim, index, source)
     return _inplace(input, "index_add_", (source,),
                     lambda out: _index_add_into(out, d, idx, source.array, alpha),
-                    lambda: IndexAdd.apply(input, d, idx, source, alpha))
+                    lambda: keep_versions(IndexAdd.apply(input, d, idx, source, alpha),
+                                          index if source.requires_grad else None))
 
 
 # ---- masks -------------------------------------------------------------------------------------
@@ -851,7 +873,8 @@ class MaskedFill(Function):
 def masked_fill(input, mask, value):
     """``input`` with ``value`` where ``mask`` (bool, broadcasting) is True."""
     input = as_tensor_arg(input, "masked_fill")
-    return MaskedFill.apply(input, _mask_arg(mask, "masked_fill", input.array), _value_arg(value, "masked_fill"))
+    return keep_versions(MaskedFill.apply(input, _mask_arg(mask, "masked_fill", input.array),
+                                          _value_arg(value, "masked_fill")), mask)
 
 
 def _triangle(opname, input, diagonal, lower):
@@ -889,7 +912,8 @@ def masked_fill_(input, mask, value):
 
     def direct(out):
         np.copyto(out, value.array if isinstance(value, Tensor) else value, casting="unsafe", where=m)
-    return _inplace(input, "masked_fill_", (value,), direct, lambda: MaskedFill.apply(input, m, value))
+    return _inplace(input, "masked_fill_", (value,), direct,
+                    lambda: keep_versions(MaskedFill.apply(input, m, value), mask))
 
 
 class MaskedSelect(Function):
@@ -913,7 +937,7 @@ class MaskedSelect(Function):
 def masked_select(input, mask):
     """The 1-D tensor of the entries of ``input`` where ``mask`` (broadcasting) is True."""
     input = as_tensor_arg(input, "masked_select")
-    return MaskedSelect.apply(input, _mask_arg(mask, "masked_select", input.array))
+    return keep_versions(MaskedSelect.apply(input, _mask_arg(mask, "masked_select", input.array)), mask)
 
 
 def nonzero(input, as_tuple=False):
@@ -947,13 +971,12 @@ def one_hot(tensor, num_classes=-1):
             raise RuntimeError("one_hot: can not infer the number of classes from an empty tensor; "
                                "pass num_classes")
         num_classes = int(a.max()) + 1
-    if a.size:
-        lo, hi = int(a.min()), int(a.max())
-        if lo < 0:
-            raise RuntimeError(f"one_hot: class values must be non-negative, got {lo}")
-        if hi >= num_classes:
-            raise RuntimeError(f"one_hot: class value {hi} is out of range for num_classes={num_classes} "
-                               f"(input shape {tuple(a.shape)})")
+    bad = out_of_range(a, 0, num_classes)
+    if bad is not None and bad < 0:
+        raise RuntimeError(f"one_hot: class values must be non-negative, got {bad}")
+    if bad is not None:
+        raise RuntimeError(f"one_hot: class value {bad} is out of range for num_classes={num_classes} "
+                           f"(input shape {tuple(a.shape)})")
     out = be.zeros((a.size, num_classes), np.int64)
     if a.size and num_classes:
         _kernel(a, "one_hot_fwd")(_contig(a.astype(np.int64, copy=False).reshape(-1)), out)
@@ -974,6 +997,7 @@ class Embedding(Function):
     def backward(ctx, g):
         wshape, idx, padding_idx, scale = ctx.meta
         be = backend_of(g)
+        check_index("embedding backward", idx, wshape[0], 0, wshape)  # may alias the user's index
         g2 = _contig(g).reshape(idx.size, wshape[1])
         if scale and idx.size:
             hidx = be.to_numpy(idx)  # a host bincount (a no-op transfer on the CPU)
@@ -995,11 +1019,10 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
         raise RuntimeError(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), got shape "
                            f"{tuple(weight.shape)}")
     n = weight.shape[0]
-    if idx.size:
-        lo, hi = int(idx.min()), int(idx.max())
-        if lo < 0 or hi >= n:
-            raise IndexError(f"embedding: index {lo if lo < 0 else hi} is out of range for an embedding "
-                             f"table of {n} rows (weight shape {tuple(weight.shape)})")
+    bad = out_of_range(idx, 0, n)
+    if bad is not None:
+        raise IndexError(f"embedding: index {bad} is out of range for an embedding table of {n} rows "
+                         f"(weight shape {tuple(weight.shape)})")
     if padding_idx is None:
         pad = -1
     else:
@@ -1021,7 +1044,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
             r = be.asarray(rows.astype(np.int64))
             _scatter_into("set", w, 0, _contig(be.broadcast_to(r.reshape(-1, 1), new.shape)), be.asarray(new))
         weight._bump_version()
-    return Embedding.apply(weight, flat, pad, bool(scale_grad_by_freq), idx.shape + (weight.shape[1],))
+    return keep_versions(Embedding.apply(weight, flat, pad, bool(scale_grad_by_freq), idx.shape + (weight.shape[1],)),
+                         input)
 
 
 # ---- fill_ / zero_ / copy_ -----------------------------------------------------------------------

@@ -95,6 +95,8 @@ def dot(input, other):
 
 def outer(input, vec2):
     from .shape import unsqueeze
+    if input.ndim != 1 or vec2.ndim != 1:
+        raise RuntimeError(f"outer: expected 1-D tensors, got shapes {tuple(input.shape)} and {tuple(vec2.shape)}")
     return matmul.__wrapped__(unsqueeze(input, 1), unsqueeze(vec2, 0))  # not autocast-listed
 
 
@@ -137,6 +139,9 @@ def linear(input, weight, bias=None):
                            f"{tuple(weight.shape)} ({input.shape[-1]} in-features expected {weight.shape[-1]})")
     if input.dtype != weight.dtype:
         raise RuntimeError(f"linear: input dtype {input.dtype} does not match weight dtype {weight.dtype}")
+    if bias is not None and bias.ndim and bias.shape[-1] not in (1, weight.shape[0]):
+        raise RuntimeError(f"linear: bias of shape {tuple(bias.shape)} does not match the {weight.shape[0]} "
+                           f"out-features of weight of shape {tuple(weight.shape)}")
     return Linear.apply(input, weight, bias)
 
 

@@ -227,12 +227,16 @@ class BatchNormFn(Function):
         x3 = _ncl(be, x)
         C = x3.shape[1]
         if training:
-            mean = be.empty((C,), dt)
-            var = be.empty((C,), dt)
-            be.kernel("normalization", "batch_norm_stats")(x3, mean, var)
+            m = x3.shape[0] * x3.shape[2]
+            if m == 0:  # an empty batch: statistics 0 (finite gradients), running buffers untouched, as torch
+                mean = be.zeros((C,), dt)
+                var = be.zeros((C,), dt)
+            else:
+                mean = be.empty((C,), dt)
+                var = be.empty((C,), dt)
+                be.kernel("normalization", "batch_norm_stats")(x3, mean, var)
             invstd = 1.0 / np.sqrt(var + dt.type(eps))
-            if rm is not None or rv is not None:
-                m = x3.shape[0] * x3.shape[2]
+            if m and (rm is not None or rv is not None):
                 mom = float(momentum)
                 if rm is not None:
                     np.copyto(rm, rm * (1.0 - mom) + mean * mom, casting="unsafe")
@@ -252,19 +256,33 @@ class BatchNormFn(Function):
 
     @staticmethod
     def backward(ctx, g):
-        be = backend_of(g)
-        x, mean, invstd, wk = ctx.saved_tensors
-        dt = x.dtype
-        g3 = _ncl(be, g)
-        x3 = _ncl(be, x)
-        C = x3.shape[1]
-        dx = be.empty(x3.shape, dt)
-        dw = be.empty((C,), dt)
-        db = be.empty((C,), dt)
-        be.kernel("normalization", "batch_norm_bwd")(g3, x3, mean, invstd, wk, ctx.training, dx, dw, db)
-        needs = ctx.needs_input_grad
-        return ((dx.reshape(x.shape) if needs[0] else None), (dw if needs[1] else None),
-                (db if needs[2] else None), None, None, None, None, None)
+        x = ctx.saved_tensors[0]
+        dx, dw, db, _ = batch_norm_grads(ctx, g, ctx.training)
+        return batch_norm_returns(ctx, x, dx, dw, db)
+
+
+def batch_norm_grads(ctx, g, training):
+    """The batch-norm backward kernel on a node that saved ``(x, mean, invstd, weight)``:
+    ``(dx as (N, C, L), dweight, dbias, x as (N, C, L))``; ``training``: batch statistics
+    (else the statistics are constants: ``dx = g * weight * invstd``). Also SyncBatchNorm's."""
+    be = backend_of(g)
+    x, mean, invstd, wk = ctx.saved_tensors
+    dt = x.dtype
+    g3 = _ncl(be, g)
+    x3 = _ncl(be, x)
+    C = x3.shape[1]
+    dx = be.empty(x3.shape, dt)
+    dw = be.empty((C,), dt)
+    db = be.empty((C,), dt)
+    be.kernel("normalization", "batch_norm_bwd")(g3, x3, mean, invstd, wk, training, dx, dw, db)
+    return dx, dw, db, x3
+
+
+def batch_norm_returns(ctx, x, dx, dw, db):
+    """A batch-norm node's backward result: the needed gradients, None for the rest."""
+    needs = ctx.needs_input_grad
+    return ((dx.reshape(x.shape) if needs[0] else None), (dw if needs[1] else None),
+            (db if needs[2] else None)) + (None,) * (len(needs) - 3)
 
 
 def _verify_batch_size(shape, opname):

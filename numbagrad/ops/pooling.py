@@ -39,7 +39,7 @@ import math
 import numpy as np
 
 from .. import _dtype
-from ..autograd.function import Function
+from ..autograd.function import Function, keep_versions
 from ..backend import backend_of
 from ..tensor import Tensor
 from ._util import as_tensor_arg
@@ -193,6 +193,15 @@ def _float_input(input, name, ndims):
     return x, None
 
 
+def _returned_indices(y, idx):
+    """The indices a max pool hands back (``return_indices``): a copy of the array its
+    backward reads, so that no write to them reaches the kernel (the dilated backward
+    trusts them); writing them still makes ``y``'s backward raise, as in PyTorch."""
+    t = Tensor._from_array(backend_of(idx).copy(idx))
+    keep_versions(y, t)
+    return t
+
+
 def _finish(y, back):
     if back is not None:
         from .shape import cast
@@ -262,7 +271,7 @@ def _max_pool(name, nsp, input, kernel_size, stride, padding, dilation, ceil_mod
     box = [] if return_indices else None
     y = _finish(MaxPool2dFn.apply(x, _geo(x, nsp, o), params, box), back)
     if return_indices:
-        return y, Tensor._from_array(box[0])
+        return y, _returned_indices(y, box[0])
     return y
 
 
@@ -303,7 +312,7 @@ def _adaptive(name, nsp, input, output_size, fn, return_indices=False):
     box = [] if return_indices else None
     y = _finish(fn.apply(x, geo, box), back)
     if return_indices:
-        return y, Tensor._from_array(box[0])
+        return y, _returned_indices(y, box[0])
     return y
 
 
@@ -475,10 +484,7 @@ def _lp_pool(name, nsp, input, norm_type, kernel_size, stride, ceil_mode):
     from .elementwise import abs as _abs, pow as _pow, sign
     k = _ints(kernel_size, nsp, name, "kernel_size")
     x = as_tensor_arg(input, name)
-    if nsp == 1:
-        out = avg_pool1d(_pow(x, norm_type), k, stride, 0, ceil_mode)
-    else:
-        out = avg_pool2d(_pow(x, norm_type), k, stride, 0, ceil_mode)
+    out = _avg_pool(name, nsp, _pow(x, norm_type), k, stride, 0, ceil_mode, True, None)  # errors name lp_pool
     return _pow(sign(out) * relu(_abs(out)) * math.prod(k), 1.0 / norm_type)
 
 

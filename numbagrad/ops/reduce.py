@@ -10,7 +10,8 @@ from .. import _dtype
 from ..backend import backend_of
 from ..tensor import Tensor
 from ._autocast import fp32
-from ._util import as_tensor_arg, norm_axis
+from ._check import check_index
+from ._util import as_tensor_arg, norm_axis, wrap_dim
 from . import elementwise as ew
 
 values_indices = collections.namedtuple("values_indices", ["values", "indices"])
@@ -18,6 +19,11 @@ values_indices = collections.namedtuple("values_indices", ["values", "indices"])
 
 def _keep_shape(shape, axes):
     return tuple(1 if i in axes else s for i, s in enumerate(shape))
+
+
+def _squeeze(y, axes, keepdim):
+    """A ``keepdims=True`` reduction result ``y`` as the caller asked: kept, or without ``axes``."""
+    return y if keepdim else y.reshape(tuple(s for i, s in enumerate(y.shape) if i not in axes))
 
 
 class Sum(Function):
@@ -99,11 +105,33 @@ def _via_float32(fn, input, *args):
     return cast(fn(cast(input, _dtype.float32), *args), _dtype.bfloat16)
 
 
+class _StdSqrt(Function):
+    """``sqrt`` of a variance with torch's ``std_backward``: ``g / (2 * std)``, and 0 where the
+    std is 0 (a constant input), where the chain rule through ``sqrt`` gives ``0 * inf = NaN``."""
+
+    @staticmethod
+    def forward(ctx, v):
+        y = backend_of(v).sqrt(v)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        be = backend_of(g)
+        t = y.dtype.type
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return be.where(be.equal(y, t(0)), t(0), be.div(g, be.mul(y, t(2))))
+
+
 def std(input, dim=None, unbiased=None, keepdim=False, correction=None):
     input = as_tensor_arg(input, "std")
     if input.dtype == _dtype.bfloat16:
         return _via_float32(std, input, dim, unbiased, keepdim, correction)
-    return ew.sqrt(var(input, dim, unbiased, keepdim, correction))
+    if dim is not None:
+        norm_axis(dim, input.ndim, "std")  # so that a bad dim names std, not var
+    v = var(input, dim, unbiased, keepdim, correction)
+    return _StdSqrt.apply(v) if _dtype.is_float(v.dtype) else ew.sqrt(v)
 
 
 def var_mean(input, dim=None, unbiased=None, keepdim=False, correction=None):
@@ -121,7 +149,7 @@ class Prod(Function):
         y = be.prod(x, axis=axes, keepdims=True)
         ctx.save_for_backward(x, y)
         ctx.meta = (axes,)
-        return y if keepdim else y.reshape(tuple(s for i, s in enumerate(y.shape) if i not in axes))
+        return _squeeze(y, axes, keepdim)
 
     @staticmethod
     def backward(ctx, g):
@@ -163,7 +191,7 @@ class _Extreme(Function):
         y = getattr(be, ctx._fn)(x, axis=axes, keepdims=True)
         ctx.save_for_backward(x, y)
         ctx.axes = axes
-        return y if keepdim else y.reshape(tuple(s for i, s in enumerate(y.shape) if i not in axes))
+        return _squeeze(y, axes, keepdim)
 
     @staticmethod
     def backward(ctx, g):
@@ -200,17 +228,20 @@ class _DimExtreme(Function):
                                             vals.reshape(A, 1, B))
         if half:
             vals = vals.astype(x.dtype)
-        ctx.meta = (shape, axis, idx)
+        ctx.meta = (shape, axis)
         if keepdim:
             idx = np.expand_dims(idx, axis)
             vals = np.expand_dims(vals, axis)
         ctx.mark_non_differentiable(idx)
+        ctx.save_for_backward(idx)  # the returned indices: writing them raises at backward, as torch
         return vals, idx
 
     @staticmethod
     def backward(ctx, g, _gi):
-        shape, axis, idx = ctx.meta
+        shape, axis = ctx.meta
+        (idx,) = ctx.saved_tensors
         be = backend_of(g)
+        check_index(f"{ctx._fn[3:]} backward", idx, shape[axis], axis, shape)  # the caller's indices tensor
         half = g.dtype == np.float16  # CPU @njit has no float16: scatter in float32
         gs = g.astype(np.float32) if half else g
         out = be.zeros(shape, gs.dtype)
@@ -232,7 +263,7 @@ def _max_min(input, dim, keepdim, full, along, opname, other_fn):
         return other_fn(input, dim)
     if dim is None:
         return full.apply(input, tuple(range(input.ndim)), False)
-    axis = norm_axis(dim, input.ndim, opname)[0] if input.ndim else 0
+    axis = wrap_dim(dim, input.ndim, opname)
     if input.ndim == 0:
         return values_indices(input, Tensor._from_array(backend_of(input.array).zeros((), np.int64)))
     v, i = along.apply(input, axis, keepdim)
@@ -264,9 +295,15 @@ def _arg(input, dim, keepdim, fn, opname):
     input = as_tensor_arg(input, opname)
     be = backend_of(input.array)
     if dim is None:
+        if input.numel() == 0:
+            raise IndexError(f"{opname}: Expected reduction dim to be specified for input.numel() == 0 "
+                             f"(input of shape {tuple(input.shape)})")
         return Tensor._from_array(be.asarray(getattr(be, fn)(input.array), np.int64).reshape(
             (1,) * input.ndim if keepdim else ()))
-    axis = norm_axis(dim, input.ndim, opname)[0]
+    axis = wrap_dim(dim, input.ndim, opname)
+    if input.ndim and input.shape[axis] == 0:
+        raise IndexError(f"{opname}: Expected reduction dim {axis} to have non-zero size (input of shape "
+                         f"{tuple(input.shape)})")
     r = getattr(be, fn)(input.array, axis=axis)
     if keepdim:
         r = np.expand_dims(r, axis)
@@ -286,15 +323,18 @@ class LogSumExp(Function):
     @staticmethod
     def forward(ctx, x, axes, keepdim):
         be = backend_of(x)
-        m = be.amax(x, axis=axes, keepdims=True)
-        m = be.where(be.isfinite(m), m, x.dtype.type(0))
+        if x.size == 0:  # no max to shift by; the log of an empty sum is -inf, as in PyTorch
+            m = be.zeros(tuple(1 if i in axes else d for i, d in enumerate(x.shape)), x.dtype)
+        else:
+            m = be.amax(x, axis=axes, keepdims=True)
+            m = be.where(be.isfinite(m), m, x.dtype.type(0))
         e = be.exp(be.sub(x, m))
         s = be.sum(e, axis=axes, keepdims=True)
         with np.errstate(divide="ignore"):
             y = be.add(be.log(s), m)
         ctx.save_for_backward(x, m, s)
         ctx.axes = axes
-        return y if keepdim else y.reshape(tuple(d for i, d in enumerate(y.shape) if i not in axes))
+        return _squeeze(y, axes, keepdim)
 
     @staticmethod
     def backward(ctx, g):
@@ -313,6 +353,44 @@ def logsumexp(input, dim=None, keepdim=False):
     return LogSumExp.apply(input, _axes_or_all(dim, input, "logsumexp"), keepdim)
 
 
+class PNorm(Function):
+    """The vector p-norm over ``axes`` for a finite ``p > 0`` other than 1, as one node with
+    torch's gradient (``norm_backward``): where the norm is 0 the gradient is 0, not the
+    NaN that the chain rule through ``sqrt`` (or ``pow(., 1/p)``) gives at 0."""
+
+    @staticmethod
+    def forward(ctx, x, axes, keepdim, p):
+        be = backend_of(x)
+        t = x.dtype.type
+        if p == 2:
+            n = be.sqrt(be.sum(be.mul(x, x), axis=axes, keepdims=True))
+        else:
+            n = be.pow(be.sum(be.pow(be.abs(x), t(p)), axis=axes, keepdims=True), t(1.0 / p))
+        ctx.save_for_backward(x, n)
+        ctx.p = p
+        return _squeeze(n, axes, keepdim)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, n = ctx.saved_tensors
+        p = ctx.p
+        be = backend_of(g)
+        t = x.dtype.type
+        g = g.reshape(n.shape)
+        zero = be.equal(n, t(0))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if p == 2:  # x * g / n
+                return be.mul(x, be.where(zero, t(0), be.div(g, n))), None, None, None
+            if p < 1:   # sgn(x) |x|^(p-1) (0 at x = 0) * g * n^(1-p)
+                ax = be.abs(x)
+                xs = be.where(be.equal(x, t(0)), t(0), be.mul(be.sign(x), be.pow(ax, t(p - 1))))
+                return be.mul(xs, be.mul(g, be.pow(n, t(1 - p)))), None, None, None
+            # sgn(x) |x|^(p-1) * g / n^(p-1), 0 where n == 0
+            xs = be.mul(be.sign(x), be.pow(be.abs(x), t(p - 1))) if p < 2 else \
+                be.mul(x, be.pow(be.abs(x), t(p - 2)))
+            return be.mul(xs, be.where(zero, t(0), be.div(g, be.pow(n, t(p - 1))))), None, None, None
+
+
 def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
     """Vector p-norm over ``dim`` (all elements by default): p = 2/'fro', 1, inf, -inf,
     0 (count of non-zeros) or any positive number."""
@@ -321,7 +399,7 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
         input = input.to(dtype)
     axes = _axes_or_all(dim, input, "norm")
     if p in ("fro", 2, 2.0):
-        return ew.sqrt(sum(ew.mul(input, input), axes, keepdim))
+        p = 2
     if p in (float("inf"), "inf"):
         return amax(ew.abs(input), axes, keepdim)
     if p in (float("-inf"), "-inf"):
@@ -331,14 +409,16 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
     if p == 0:
         return sum(ew.ne(input, 0).float(), axes, keepdim)
     if isinstance(p, (int, float)) and p > 0:
-        return ew.pow(sum(ew.pow(ew.abs(input), float(p)), axes, keepdim), 1.0 / p)
+        if not _dtype.is_float(input.dtype):
+            input = input.float()
+        return PNorm.apply(input, axes, keepdim, float(p))
     raise ValueError(f"norm: unsupported p={p!r}")
 
 
 def normalize(input, p=2.0, dim=1, eps=1e-12):
     """``input / max(||input||_p over dim, eps)`` (``torch.nn.functional.normalize``): unit
-    vectors along ``dim``, composed of :func:`norm`, ``clamp`` and a division, so it is
-    differentiable wherever the norm is (not at an all-zero vector)."""
+    vectors along ``dim``, composed of :func:`norm`, ``clamp`` and a division; at an
+    all-zero vector the gradient is torch's (``1 / eps``, the norm's gradient being 0)."""
     input = as_tensor_arg(input, "normalize")
     return ew.div(input, ew.clamp(norm(input, p, dim, keepdim=True), min=eps))
 
@@ -371,4 +451,4 @@ class CumSum(Function):
 
 def cumsum(input, dim):
     input = as_tensor_arg(input, "cumsum")
-    return CumSum.apply(input, norm_axis(dim, input.ndim, "cumsum")[0])
+    return CumSum.apply(input, wrap_dim(dim, input.ndim, "cumsum"))

@@ -4,7 +4,7 @@ import numpy as np
 from ..autograd.function import Function
 from ..backend import backend_of, backend_for_device
 from ..tensor import Tensor
-from ._util import as_tensor_arg, norm_axis
+from ._util import as_tensor_arg, broadcast_shape, norm_axis, wrap_dim
 
 
 # ---- casts and devices ----------------------------------------------------------------------
@@ -138,18 +138,25 @@ def reshape_as(input, other):
 
 def flatten(input, start_dim=0, end_dim=-1):
     nd = input.ndim
+    s = wrap_dim(start_dim, nd, "flatten", "start_dim")
+    e = wrap_dim(end_dim, nd, "flatten", "end_dim")
     if nd == 0:
         return reshape(input, 1)
-    s, e = start_dim % nd, end_dim % nd
     if s > e:
-        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+        raise RuntimeError(f"flatten: start_dim cannot come after end_dim (start_dim {start_dim}, "
+                           f"end_dim {end_dim}, tensor of shape {tuple(input.shape)})")
     shp = tuple(input.shape)
     return reshape(input, shp[:s] + (int(np.prod(shp[s:e + 1])),) + shp[e + 1:])
 
 
 def unflatten(input, dim, sizes):
     shp = tuple(input.shape)
-    dim = dim % len(shp)
+    dim = wrap_dim(dim, len(shp), "unflatten", scalar_ok=False)
+    sizes = tuple(sizes)
+    known = int(np.prod([s for s in sizes if s != -1]))
+    if sizes.count(-1) > 1 or (shp[dim] != known if -1 not in sizes else known == 0 or shp[dim] % known):
+        raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to the size of dim {dim} "
+                           f"({shp[dim]}) in the input tensor of shape {shp}")
     return reshape(input, shp[:dim] + tuple(sizes) + shp[dim + 1:])
 
 
@@ -165,10 +172,7 @@ def squeeze(input, dim=None):
 
 def unsqueeze(input, dim):
     shp = list(input.shape)
-    nd = len(shp) + 1
-    if not -nd <= dim < nd:
-        raise IndexError(f"unsqueeze: dimension {dim} out of range for a result of {nd} dimensions")
-    shp.insert(dim % nd, 1)
+    shp.insert(wrap_dim(dim, len(shp) + 1, "unsqueeze"), 1)
     return reshape(input, tuple(shp))
 
 
@@ -189,9 +193,12 @@ class Permute(Function):
 def permute(input, *dims):
     dims = _shape_arg(dims)
     nd = input.ndim
-    if sorted(d % nd for d in dims) != list(range(nd)) if nd else dims:
-        raise ValueError(f"permute: dims {list(dims)} are not a permutation of a {nd}-d tensor's dims")
-    axes = tuple(d % nd for d in dims)
+    if len(dims) != nd:
+        raise RuntimeError(f"permute: number of dims don't match in permute: the tensor has {nd} "
+                           f"dimensions but dims {list(dims)} has {len(dims)}")
+    axes = tuple(wrap_dim(d, nd, "permute", "dims") for d in dims)
+    if len(set(axes)) != nd:
+        raise RuntimeError(f"permute: duplicate dims are not allowed (dims {list(dims)})")
     if axes == tuple(range(nd)):
         return input
     return Permute.apply(input, axes)
@@ -199,10 +206,11 @@ def permute(input, *dims):
 
 def transpose(input, dim0, dim1):
     nd = input.ndim
-    if nd < 2 and dim0 in (0, -1) and dim1 in (0, -1):
+    d0 = wrap_dim(dim0, nd, "transpose", "dim0")
+    d1 = wrap_dim(dim1, nd, "transpose", "dim1")
+    if nd < 2:
         return input
     axes = list(range(nd))
-    d0, d1 = dim0 % nd, dim1 % nd
     axes[d0], axes[d1] = axes[d1], axes[d0]
     return permute(input, *axes)
 
@@ -218,10 +226,20 @@ def t(input):
 
 def movedim(input, source, destination):
     nd = input.ndim
-    src = [source] if isinstance(source, int) else list(source)
-    dst = [destination] if isinstance(destination, int) else list(destination)
-    order = [i for i in range(nd) if i not in [s % nd for s in src]]
-    for d, s in sorted(zip([x % nd for x in dst], [x % nd for x in src])):
+    src = [source] if isinstance(source, (int, np.integer)) else list(source)
+    dst = [destination] if isinstance(destination, (int, np.integer)) else list(destination)
+    if len(src) != len(dst):
+        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({src} dims) should "
+                           f"contain the same number of dims as destination ({dst} dims)")
+    src = [wrap_dim(x, nd, "movedim", "source") for x in src]
+    dst = [wrap_dim(x, nd, "movedim", "destination") for x in dst]
+    for name, ds in (("source", src), ("destination", dst)):
+        if len(set(ds)) != len(ds):
+            raise RuntimeError(f"movedim: repeated dim in `{name}` ({ds})")
+    if nd == 0:
+        return input
+    order = [i for i in range(nd) if i not in src]
+    for d, s in sorted(zip(dst, src)):
         order.insert(d, s)
     return permute(input, *order)
 
@@ -267,7 +285,7 @@ def broadcast_to(input, shape):
 
 
 def broadcast_tensors(*tensors):
-    shape = np.broadcast_shapes(*(tuple(t.shape) for t in tensors))
+    shape = broadcast_shape("broadcast_tensors", *(tuple(t.shape) for t in tensors))
     return tuple(expand(t, shape) for t in tensors)
 
 
@@ -335,8 +353,11 @@ def _check_join(tensors, opname):
 def cat(tensors, dim=0):
     """Concatenate along an existing dimension."""
     tensors = _check_join(tensors, "cat")
+    for i, t in enumerate(tensors):
+        if t.ndim == 0:
+            raise RuntimeError(f"cat: zero-dimensional tensor (at position {i}) cannot be concatenated")
     nd = tensors[0].ndim
-    axis = dim % nd
+    axis = wrap_dim(dim, nd, "cat")
     ref = tensors[0].shape
     for t in tensors[1:]:
         if t.ndim != nd or any(a != b for i, (a, b) in enumerate(zip(ref, t.shape)) if i != axis):
@@ -356,8 +377,8 @@ def stack(tensors, dim=0):
         if tuple(t.shape) != ref:
             raise RuntimeError("stack: expects each tensor to be equal size, got "
                                + ", ".join(str(tuple(x.shape)) for x in tensors))
-    nd = len(ref) + 1
-    return cat([unsqueeze(t, dim % nd) for t in tensors], dim=dim % nd)
+    axis = wrap_dim(dim, len(ref) + 1, "stack")
+    return cat([unsqueeze(t, axis) for t in tensors], dim=axis)
 
 
 def hstack(tensors):
@@ -391,22 +412,42 @@ class Slice(Function):
 
 
 def narrow(input, dim, start, length):
-    axis = dim % input.ndim
+    if input.ndim == 0:
+        raise RuntimeError("narrow: narrow() cannot be applied to a 0-dim tensor.")
+    axis = wrap_dim(dim, input.ndim, "narrow")
+    n = input.shape[axis]
+    start, length = int(start), int(length)
+    if not -n <= start <= n:
+        raise IndexError(f"narrow: start out of range (expected to be in range of [{-n}, {n}], but got "
+                         f"{start}) for dimension {dim} of a tensor of shape {tuple(input.shape)}")
+    if start < 0:
+        start += n
+    if length < 0:
+        raise RuntimeError(f"narrow: length must be non-negative, got {length}")
+    if start + length > n:
+        raise RuntimeError(f"narrow: start ({start}) + length ({length}) exceeds dimension size ({n}) "
+                           f"of dimension {dim} of a tensor of shape {tuple(input.shape)}")
     return Slice.apply(input, axis, start, start + length)
 
 
 def split(tensor, split_size_or_sections, dim=0):
     """Split into chunks of ``split_size`` (the last may be smaller) or of the given sizes."""
-    axis = dim % tensor.ndim
+    axis = wrap_dim(dim, tensor.ndim, "split", scalar_ok=False)
     n = tensor.shape[axis]
-    if isinstance(split_size_or_sections, int):
-        if split_size_or_sections <= 0:
-            raise ValueError(f"split: split_size must be positive, got {split_size_or_sections}")
+    if isinstance(split_size_or_sections, (int, np.integer)):
+        if split_size_or_sections < 0 or (split_size_or_sections == 0 and n != 0):
+            raise RuntimeError(f"split: split_size must be positive (or 0 for a dimension of size 0), got "
+                               f"{split_size_or_sections} for dimension {dim} of size {n}")
+        if split_size_or_sections == 0:
+            return (Slice.apply(tensor, axis, 0, 0),)
         sizes = [split_size_or_sections] * (n // split_size_or_sections)
         if n % split_size_or_sections:
             sizes.append(n % split_size_or_sections)
     else:
         sizes = list(split_size_or_sections)
+        if any(s < 0 for s in sizes):
+            raise RuntimeError(f"split: split_with_sizes expects split_sizes have only non-negative entries, "
+                               f"but got split_sizes={sizes}")
         if sum(sizes) != n:
             raise RuntimeError(f"split: split sizes {sizes} do not sum to the size {n} of dimension {dim}")
     out, start = [], 0
@@ -417,12 +458,15 @@ def split(tensor, split_size_or_sections, dim=0):
 
 
 def chunk(input, chunks, dim=0):
-    n = input.shape[dim % input.ndim]
+    if not isinstance(chunks, (int, np.integer)) or chunks <= 0:
+        raise RuntimeError(f"chunk: expects `chunks` to be greater than 0, got: {chunks!r}")
+    n = input.shape[wrap_dim(dim, input.ndim, "chunk", scalar_ok=False)]
     size = -(-n // chunks)
     return split(input, max(size, 1), dim)
 
 
 def unbind(input, dim=0):
+    wrap_dim(dim, input.ndim, "unbind", scalar_ok=False)
     return tuple(squeeze(p, dim) for p in split(input, 1, dim))
 
 
@@ -570,6 +614,17 @@ def pad(input, pad, mode="constant", value=0.0):
         widths[nd - 1 - i] = (int(pad[2 * i]), int(pad[2 * i + 1]))
     if any(lo < 0 or hi < 0 for lo, hi in widths):
         raise ValueError("pad: negative padding is not supported")
+    for d, (lo, hi) in enumerate(widths):  # PyTorch's limits: one reflection, one wrap
+        n = input.shape[d]
+        if mode == "reflect" and (lo or hi) and max(lo, hi) >= n:
+            raise ValueError(f"pad: Padding size should be less than the corresponding input dimension, but got: "
+                             f"padding ({lo}, {hi}) at dimension {d} of input of shape {tuple(input.shape)}")
+        if mode == "circular" and max(lo, hi) > n:
+            raise ValueError(f"pad: Padding value causes wrapping around more than once: padding ({lo}, {hi}) "
+                             f"at dimension {d} of input of shape {tuple(input.shape)}")
+        if mode in ("replicate", "circular", "reflect") and (lo or hi) and n == 0:
+            raise ValueError(f"pad: cannot {mode}-pad dimension {d} of size 0 (input of shape "
+                             f"{tuple(input.shape)})")
     return Pad.apply(input, tuple(widths), mode, input.dtype.type(value))
 
 
@@ -604,13 +659,28 @@ class Roll(Function):
 
 
 def roll(input, shifts, dims=None):
-    return Roll.apply(input, tuple(shifts) if isinstance(shifts, (list, tuple)) else shifts,
-                      tuple(dims) if isinstance(dims, (list, tuple)) else dims)
+    if dims is not None:
+        sh = tuple(shifts) if isinstance(shifts, (list, tuple)) else (shifts,)
+        ds = tuple(dims) if isinstance(dims, (list, tuple)) else (dims,)
+        if len(sh) != len(ds):
+            raise RuntimeError(f"roll: shifts and dimensions must align. shifts: {len(sh)}, dims: {len(ds)}")
+        dims = tuple(wrap_dim(d, input.ndim, "roll", "dims", scalar_ok=False) for d in ds)
+        shifts = sh
+    elif isinstance(shifts, (list, tuple)) and len(shifts) != 1:
+        raise RuntimeError(f"roll: shifts and dimensions must align. shifts: {len(shifts)}, dims: 0")
+    elif isinstance(shifts, (list, tuple)):
+        shifts = shifts[0]
+    return Roll.apply(input, shifts, dims)
 
 
 def repeat(input, *sizes):
     """Tile the tensor (``Tensor.repeat``), built from expand + reshape so it is differentiable."""
     sizes = _shape_arg(sizes)
+    if len(sizes) < input.ndim:
+        raise RuntimeError(f"repeat: Number of dimensions of repeat dims ({len(sizes)}) can not be smaller than "
+                           f"number of dimensions of tensor ({input.ndim})")
+    if any(r < 0 for r in sizes):
+        raise RuntimeError(f"repeat: repeats must be non-negative, got {list(sizes)}")
     shp = (1,) * (len(sizes) - input.ndim) + tuple(input.shape)
     x = reshape(input, shp)
     # interleave a new axis of size r before each dim, expand, then merge

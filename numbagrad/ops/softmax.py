@@ -18,7 +18,7 @@ import numpy as np
 from .. import _dtype
 from ..autograd.function import Function
 from ..backend import backend_of
-from ._util import as_tensor_arg
+from ._util import as_tensor_arg, wrap_dim
 
 __all__ = ["softmax", "log_softmax", "softmin"]
 
@@ -95,12 +95,7 @@ def _prepare(input, dim, dtype, name, stacklevel):
         x = cast(x, _dtype.float32)
     if dim is None:
         dim = _implicit_dim(name, x.ndim, stacklevel + 1)
-    nd = max(x.ndim, 1)
-    dim = int(dim)
-    if not -nd <= dim < nd:
-        raise IndexError(f"{name}: dimension out of range (expected to be in range of "
-                         f"[{-nd}, {nd - 1}], but got {dim})")
-    return x, dim % nd, back
+    return x, wrap_dim(dim, x.ndim, name), back
 
 
 def _finish(y, back):

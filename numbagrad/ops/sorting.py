@@ -30,7 +30,7 @@ from .. import random as _random
 from ..autograd.function import Function
 from ..backend import backend_of, backend_for_device
 from ..tensor import Tensor
-from ._util import as_tensor_arg
+from ._util import as_tensor_arg, wrap_dim
 from .indexing import gather
 from .shape import squeeze
 
@@ -64,15 +64,6 @@ def _int(opname, name, v):
     if not isinstance(v, (int, np.integer)) or isinstance(v, (bool, np.bool_)):
         raise TypeError(f"{opname}: {name} must be an int, got {type(v).__name__} {v!r}")
     return int(v)
-
-
-def _dim(opname, dim, shape):
-    """``dim`` normalised to ``[0, ndim)`` (a 0-d tensor takes ``dim`` 0 or -1, as in PyTorch)."""
-    dim, n = _int(opname, "dim", dim), max(len(shape), 1)
-    if not -n <= dim < n:
-        raise IndexError(f"{opname}: dim {dim} is out of range for a tensor of shape {tuple(shape)} "
-                         f"(expected to be in range [{-n}, {n - 1}])")
-    return dim % n
 
 
 def _check_k(opname, k, lo, shape, dim):
@@ -116,7 +107,7 @@ def sort(input, dim=-1, descending=False, *, stable=False):
         NaN sorts as the largest value.
     """
     input = as_tensor_arg(input, "sort")
-    dim = _dim("sort", dim, input.shape)
+    dim = wrap_dim(dim, input.ndim, "sort")
     idx = _host("sort", lambda a: _argsort(a, dim, descending), input)
     return _Sort(gather(input, dim, idx), idx)
 
@@ -124,7 +115,7 @@ def sort(input, dim=-1, descending=False, *, stable=False):
 def argsort(input, dim=-1, descending=False, *, stable=False):
     """The ``indices`` of :func:`sort` (int64, not differentiable)."""
     input = as_tensor_arg(input, "argsort")
-    dim = _dim("argsort", dim, input.shape)
+    dim = wrap_dim(dim, input.ndim, "argsort")
     return _host("argsort", lambda a: _argsort(a, dim, descending), input)
 
 
@@ -148,7 +139,7 @@ def topk(input, k, dim=-1, largest=True, sorted=True):
         largest value.
     """
     input = as_tensor_arg(input, "topk")
-    dim = _dim("topk", dim, input.shape)
+    dim = wrap_dim(dim, input.ndim, "topk")
     k = _check_k("topk", k, 0, input.shape, dim)
     idx = _host("topk", lambda a: _argsort(a, dim, largest, 0, k), input)
     return _TopK(gather(input, dim, idx), idx)
@@ -172,7 +163,7 @@ def kthvalue(input, k, dim=-1, keepdim=False):
         ``values`` is a differentiable gather; ``indices`` is int64.
     """
     input = as_tensor_arg(input, "kthvalue")
-    dim = _dim("kthvalue", dim, input.shape)
+    dim = wrap_dim(dim, input.ndim, "kthvalue")
     k = _check_k("kthvalue", k, 1, input.shape, dim)
     idx = _host("kthvalue", lambda a: _argsort(a, dim, False, k - 1, k), input)
     values = gather(input, dim, idx)

@@ -14,6 +14,7 @@ for bags of similar length, wasteful for very uneven ones.
 """
 import numpy as np
 
+from ..autograd.function import keep_versions
 from ..backend import backend_of
 from ..tensor import Tensor
 from ._util import as_tensor_arg
@@ -44,8 +45,17 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
         raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. per_sample_weights is "
                                   f"only supported for mode='sum' (got mode={mode!r})")
     idx = _host_int(input, "input")
+    if not isinstance(weight, Tensor) or weight.ndim != 2:
+        raise ValueError(f"embedding_bag: weight has to be a 2D Tensor, but got "
+                         + (f"shape {tuple(weight.shape)}" if isinstance(weight, Tensor) else type(weight).__name__))
     n = weight.shape[0]
+    if idx.size and (idx.min() < 0 or idx.max() >= n):  # named here: embedding's own check says embedding
+        bad = int(idx.min()) if idx.min() < 0 else int(idx.max())
+        raise IndexError(f"embedding_bag: index {bad} of input is out of range for an embedding table of "
+                         f"{n} rows (weight shape {tuple(weight.shape)})")
     if padding_idx is not None:
+        if not -n <= padding_idx < n:
+            raise ValueError(f"embedding_bag: padding_idx {padding_idx} must be within num_embeddings ({n})")
         padding_idx = int(padding_idx) % n
     psw = None
     if idx.ndim == 2:
@@ -95,7 +105,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     B = table.shape[0]
     D = weight.shape[1]
     if table.shape[1] == 0:
-        return Tensor._from_array(be.zeros((B, D), weight.dtype)) + weight.sum() * 0
+        return keep_versions(Tensor._from_array(be.zeros((B, D), weight.dtype)) + weight.sum() * 0, input, offsets)
     emb = embedding(Tensor._from_array(be.asarray(table)), weight, padding_idx, max_norm, norm_type,
                     scale_grad_by_freq)
     m = Tensor._from_array(be.asarray(valid[:, :, None]))
@@ -103,11 +113,13 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
         neg = where(m, emb, float("-inf"))
         out = amax(neg, 1)
         any_valid = Tensor._from_array(be.asarray(valid.any(1)[:, None]))
-        return where(any_valid, out, 0.0)
+        return keep_versions(where(any_valid, out, 0.0), input, offsets)
     if psw is not None:
         emb = emb * cast(psw, weight.dtype).reshape(B, -1, 1)
     s = where(m, emb, 0.0).sum(1)
     if mode == "sum":
-        return s
+        return keep_versions(s, input, offsets)
     counts = np.maximum(valid.sum(1), 1).astype(weight.dtype)[:, None]
-    return s / Tensor._from_array(be.asarray(counts))
+    # the bags are host copies (so the lookup's backward reads no caller's array); writing
+    # input or offsets still makes backward raise, as PyTorch, which keeps them
+    return keep_versions(s / Tensor._from_array(be.asarray(counts)), input, offsets)

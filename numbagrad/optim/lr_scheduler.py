@@ -29,6 +29,7 @@ scheduler) and :class:`ScheduleLR` (absolute learning rates from a
 """
 import functools
 import math
+import numbers
 import types
 import warnings
 import weakref
@@ -321,11 +322,19 @@ class MultiplicativeLR(_LambdaBase):
         return [g["lr"] * fn(self.last_epoch) for fn, g in zip(self.lr_lambdas, self.optimizer.param_groups)]
 
 
+def _positive_int(cls, name, v):
+    """``v`` if it is a positive int, else ValueError naming the scheduler, argument and value
+    (a zero would divide by zero at the first ``step()``)."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v <= 0:
+        raise ValueError(f"{cls}: {name} must be a positive integer, got {v!r}")
+    return int(v)
+
+
 class StepLR(LRScheduler):
     """Multiply the lr by ``gamma`` every ``step_size`` epochs."""
 
     def __init__(self, optimizer, step_size, gamma=0.1, last_epoch=-1):
-        self.step_size = step_size
+        self.step_size = _positive_int("StepLR", "step_size", step_size)
         self.gamma = gamma
         super().__init__(optimizer, last_epoch)
 

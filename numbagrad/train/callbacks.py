@@ -23,6 +23,10 @@ dicts and lists of these).
 
 Checkpointing callbacks (:class:`ModelCheckpoint`) run after all others in each hook, so
 the state they save includes the other callbacks' updates for that batch or epoch.
+
+In a distributed run (a process group initialised) every rank runs every callback with
+the same (reduced) logs, so their decisions agree; only rank 0 writes files (checkpoints,
+CSV, TensorBoard) and shows the progress bar.
 """
 import math
 import numbers
@@ -33,6 +37,8 @@ import time
 import warnings
 
 import numpy as np
+
+from ._distributed import is_rank0
 
 __all__ = ["Callback", "EarlyStopping", "ModelCheckpoint", "CSVLogger", "TensorBoardLogger", "ProgressBar",
            "LearningRateMonitor", "TerminateOnNaN", "LambdaCallback", "GradientMonitor"]
@@ -220,7 +226,9 @@ class ModelCheckpoint(Callback):
         self.saved = []
 
     def _write(self, trainer, name):
-        os.makedirs(self.dirpath, exist_ok=True)
+        rank0 = is_rank0()           # every rank saves (it is collective); rank 0 writes
+        if rank0:
+            os.makedirs(self.dirpath, exist_ok=True)
         path = os.path.join(self.dirpath, name)
         last = os.path.join(self.dirpath, "last.h5")
         if name != "last.h5":
@@ -234,7 +242,7 @@ class ModelCheckpoint(Callback):
         if self.keep_last is not None:
             while len(self.saved) > self.keep_last:
                 old = self.saved.pop(0)
-                if old != self.best_model_path or not self.save_best_only:
+                if rank0 and (old != self.best_model_path or not self.save_best_only):
                     try:
                         os.remove(old)
                     except FileNotFoundError:
@@ -293,6 +301,8 @@ class CSVLogger(Callback):
 
     def on_epoch_end(self, trainer, epoch, logs):
         from ..io._atomic import atomic_path
+        if not is_rank0():
+            return
         with atomic_path(self.path) as tmp:
             trainer.history.to_csv(tmp)
 
@@ -316,10 +326,12 @@ class TensorBoardLogger(Callback):
 
     def on_fit_start(self, trainer):
         from tensorboardX import SummaryWriter
-        if self.writer is None:
+        if self.writer is None and is_rank0():
             self.writer = SummaryWriter(self.logdir, flush_secs=self.flush_secs)
 
     def on_epoch_end(self, trainer, epoch, logs):
+        if self.writer is None:          # not rank 0
+            return
         for k, v in logs.items():
             self.writer.add_scalar(f"epoch/{k}", v, epoch)
         for k, (steps, values) in trainer.history.step_history.items():
@@ -372,6 +384,8 @@ class ProgressBar(Callback):
         return self.file if self.file is not None else sys.stderr
 
     def enabled(self):
+        if not is_rank0():
+            return False
         if self.disable is not None:
             return not self.disable
         isatty = getattr(self._stream(), "isatty", None)

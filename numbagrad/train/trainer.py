@@ -24,6 +24,14 @@ one), the history, the epoch's running sums and metric states, gradients of an u
 accumulation window and each callback's ``state_dict()`` to one HDF5 file
 (``numbagrad.save``); ``fit(data, resume_from=path)`` continues from there, mid-epoch
 included, and gives the uninterrupted run's history and parameters bit for bit.
+
+Data parallel: when a process group is initialised (``numbagrad.distributed``), ``fit``
+runs unchanged on every rank: the model is wrapped in ``DistributedDataParallel`` (unless
+it is one), each batch of ``train_data`` / ``val_data`` is the global batch, of which each
+rank trains on its share (a DataLoader's share only is loaded), the batch losses, metrics
+and recorded scalars are reduced over the ranks, only rank 0 shows progress and writes
+files, and checkpoints hold the global position, so they resume on any number of ranks.
+See ``numbagrad/train/_distributed.py`` for the details.
 """
 import contextlib
 import copy
@@ -38,6 +46,7 @@ import numpy as np
 from .. import random as _ngrandom
 from ..autograd import no_grad
 from ..tensor import Tensor
+from . import _distributed as _dp
 from .callbacks import HOOKS, Callback, ModelCheckpoint, ProgressBar
 from .history import History
 
@@ -130,6 +139,8 @@ class Trainer:
         The step-closure form: the function computes the loss from a whole batch (any
         structure); the Trainer does backward, accumulation, clipping, scaling and the
         optimizer step. ``outputs`` (if returned) and ``batch[1]`` feed the metrics.
+        In a distributed fit it receives the ``DistributedDataParallel`` wrapper (its
+        forward decides whether backward syncs; ``model.module`` is yours).
     scheduler : LR scheduler, optional
     scheduler_interval : ``"epoch"`` (default) or ``"step"``
         When ``scheduler.step()`` runs: after each epoch (after validation) or after each
@@ -158,7 +169,13 @@ class Trainer:
         ``fit`` seeds numbagrad's generator, Python's ``random`` and NumPy's global RNG
         with it (not when resuming), so two runs give the same history bit for bit.
     progress : bool or None, default None
-        Add a :class:`ProgressBar` (None: only when stderr is a terminal).
+        Add a :class:`ProgressBar` (None: only when stderr is a terminal). In a
+        distributed run only rank 0 shows it.
+    shard_data : bool, default True
+        In a distributed run (a process group is initialised), give each rank its share
+        of every batch of ``train_data`` / ``val_data`` (see the module docstring).
+        ``False`` (or a DataLoader over a ``DistributedSampler``): each rank trains on
+        what its own data yields; the model is still wrapped and the logs reduced.
 
     Attributes
     ----------
@@ -181,7 +198,8 @@ class Trainer:
 
     def __init__(self, model, optimizer, loss_fn=None, *, step=None, scheduler=None, scheduler_interval="epoch",
                  scheduler_monitor=None, metrics=None, callbacks=(), max_epochs=1, grad_accum_steps=1,
-                 clip_grad_norm=None, autocast=None, grad_scaler=None, device="cpu", seed=None, progress=None):
+                 clip_grad_norm=None, autocast=None, grad_scaler=None, device="cpu", seed=None, progress=None,
+                 shard_data=True):
         from ..device import device as _device
         from ..nn import Module
         from ..optim.lr_scheduler import ReduceLROnPlateau
@@ -215,6 +233,13 @@ class Trainer:
             raise TypeError(f"{who}: grad_scaler must be a numbagrad.amp.GradScaler, got "
                             f"{type(grad_scaler).__name__}")
         self.model = model
+        self._module = _dp.unwrap(model)  # what checkpoints hold (without DDP's "module." prefix)
+        self._net = model                 # what training calls: the DDP wrapper in a distributed fit
+        self._ddp = None
+        self._views = {}                  # id(data) -> (data, its rank's view), for distributed runs
+        self._view = None                 # the training data's view in a distributed fit
+        self._dist = None                 # (rank, world size) during a distributed fit
+        self.shard_data = bool(shard_data)
         self.optimizer = optimizer
         self.loss_fn = loss_fn
         self.step_fn = step
@@ -365,10 +390,11 @@ class Trainer:
         for fn in self._hooks[hook]:
             fn(self, *args)
 
-    def _forward(self, batch):
-        """``(loss, outputs, target)`` of one batch."""
+    def _forward(self, batch, net=None):
+        """``(loss, outputs, target)`` of one batch, through ``net`` (default: the model)."""
+        net = self.model if net is None else net
         if self.step_fn is not None:
-            out = self.step_fn(self.model, batch)
+            out = self.step_fn(net, batch)
             loss, outputs = out if isinstance(out, tuple) else (out, None)
             target = batch[1] if isinstance(batch, (tuple, list)) and len(batch) >= 2 else None
         else:
@@ -377,7 +403,7 @@ class Trainer:
                                 f"{type(batch).__name__}" + (f" of length {len(batch)}" if hasattr(batch, "__len__")
                                                              else "") + "; use step= for other batch structures")
             x, target = batch
-            outputs = self.model(x)
+            outputs = net(x)
             loss = self.loss_fn(outputs, target)
         if not isinstance(loss, Tensor):
             raise TypeError(f"Trainer: the loss must be a Tensor, got {type(loss).__name__}")
@@ -410,17 +436,27 @@ class Trainer:
             batch = _to_device(batch, self.device)
         if self._accum == 0:
             self.optimizer.zero_grad()
+        k = self.grad_accum_steps
+        ddp, n_local = (self._ddp if self._dist is not None else None), None
+        # DDP decides at the forward whether its backward syncs: not before a window's last batch
+        local = ddp.no_sync() if ddp is not None and self._accum + 1 < k else contextlib.nullcontext()
         self._observing = bool(self._observers)
         try:
-            if self._autocast is not None:
-                with self._autocast:
-                    loss, outputs, target = self._forward(batch)
-            else:
-                loss, outputs, target = self._forward(batch)
+            with local:
+                if self._autocast is not None:
+                    with self._autocast:
+                        loss, outputs, target = self._forward(batch, self._net)
+                else:
+                    loss, outputs, target = self._forward(batch, self._net)
         finally:
             self._observing = False
-        k = self.grad_accum_steps
         bl = loss / k if k > 1 else loss
+        if ddp is not None:              # a distributed fit: weight this rank's share (module docstring)
+            n_local = self._view.current.n_local if self._view is not None else _batch_size(
+                target if target is not None else batch)
+            w = self._view.current.weight(self._dist[1]) if self._view is not None else 1.0
+            if w != 1.0:
+                bl = bl * w
         if self.grad_scaler is not None:
             bl = self.grad_scaler.scale(bl)
         bl.backward()
@@ -428,11 +464,16 @@ class Trainer:
         if self._accum == k:
             self._optimizer_step()
         v = loss.item()
-        n = _batch_size(target if target is not None else batch)
+        if n_local is None:
+            n = _batch_size(target if target is not None else batch)
+        else:                             # the global batch's loss, the same on every rank
+            tot = _dp.all_reduce_array(np.array([v * n_local if n_local else 0.0, n_local], np.float64))
+            n = int(tot[1])
+            v = tot[0] / n if n else math.nan
         self._loss_total += v * n
         self._loss_count += n
         self.history.log_step(self.global_step, "loss", v)
-        if self.metrics and outputs is not None and target is not None:
+        if self.metrics and outputs is not None and target is not None and n_local != 0:
             with no_grad():
                 out = outputs.detach() if isinstance(outputs, Tensor) else outputs
                 for m in self.metrics.values():
@@ -477,8 +518,12 @@ class Trainer:
         self._consistent = False
         if self._accum:                       # a last, short accumulation window
             self.optimizer_stepped = False
+            if self._dist is not None:        # its last backward ran under no_sync
+                _dp.sync_grads(self._params)
             self._optimizer_step()
         logs = {"loss": self.running_loss()}
+        if self._dist is not None:            # each rank's counts -> the global ones
+            _dp.merge_metrics(self.metrics)
         for name, m in self.metrics.items():
             logs[name] = float(m.compute())
         if self._val_data is not None:
@@ -486,8 +531,12 @@ class Trainer:
             logs.update(val)
             if self._hooks["on_validation_end"]:
                 self._call("on_validation_end", val)
+        if self._dist is not None:
+            self._records = _dp.merge_records(self._records)
         for name, (s, c) in self._records.items():
             logs[name] = s / c
+        if self._dist is not None and self._dist[0] != 0:
+            self._local_states_zero()         # the global states now live on rank 0 (what checkpoints hold)
         if self.scheduler is not None and self.scheduler_interval == "epoch":
             if self._plateau:
                 key = self.scheduler_monitor or ("val_loss" if self._val_data is not None else "loss")
@@ -503,8 +552,47 @@ class Trainer:
         self._consistent = True
         if self._hooks["on_epoch_end"]:
             self._call("on_epoch_end", self.epoch, logs)
+        if self._dist is not None:            # a callback that stopped on one rank stops all
+            self.should_stop = _dp.any_rank(self.should_stop)
         if self._interrupt:
             raise KeyboardInterrupt
+
+    def _local_states_zero(self):
+        """Reset this rank's running metric states: in a distributed run, after a merge or
+        a load, rank 0 alone holds the global ones, so the next merge counts them once."""
+        for m in self.metrics.values():
+            m.reset()
+
+    def _rank_view(self, data):
+        """``data`` as this rank sees it in a distributed run (see ``_distributed.py``):
+        a sharded view, or ``data`` itself (``shard_data=False``, a DistributedSampler)."""
+        if data is None or isinstance(data, (_dp.ShardedLoader, _dp.SlicedBatches)):
+            return data
+        if not self.shard_data or _dp.already_sharded(data):
+            return data
+        hit = self._views.get(id(data))
+        if hit is None or hit[0] is not data:
+            rank, world = self._dist
+            view = (_dp.ShardedLoader(data, rank, world) if _dp.shardable(data)
+                    else _dp.SlicedBatches(data, rank, world, _batch_size))
+            hit = self._views[id(data)] = (data, view)
+        return hit[1]
+
+    def _start_distributed(self, train_data, val_data):
+        """Wrap the model in DDP (once) and return the ranks' views of the data."""
+        from ..nn.parallel import DistributedDataParallel
+        for name, m in self.metrics.items():
+            if not (hasattr(m, "state_arrays") and hasattr(m, "load_state_arrays")):
+                raise TypeError(f"Trainer.fit: metric {name!r} ({type(m).__name__}) has no state_arrays() / "
+                                "load_state_arrays(), which a distributed fit needs to merge its state over the "
+                                "ranks; subclass numbagrad.metrics.Metric (see numbagrad/metrics/stateful.py)")
+        if self._ddp is None:
+            self._ddp = (self.model if isinstance(self.model, DistributedDataParallel)
+                         else DistributedDataParallel(self.model))
+        self._net = self._ddp
+        train_view = self._rank_view(train_data)
+        self._view = train_view if isinstance(train_view, (_dp.ShardedLoader, _dp.SlicedBatches)) else None
+        return train_view, self._rank_view(val_data)
 
     def fit(self, train_data, val_data=None, *, resume_from=None):
         """Train for ``max_epochs`` epochs (counting those already done); returns
@@ -525,6 +613,9 @@ class Trainer:
             _ngrandom.manual_seed(self.seed)
             _pyrandom.seed(self.seed)
             np.random.seed(self.seed % (1 << 32))
+        self._dist = _dp.group_info()
+        if self._dist is not None:
+            train_data, val_data = self._start_distributed(train_data, val_data)
         self._train_data = train_data
         self._val_data = val_data
         if self._resumed:
@@ -552,6 +643,7 @@ class Trainer:
             raise
         finally:
             restore_sigint()
+            self._net, self._dist, self._view = self.model, None, None
             self._train_data = None
             self._fresh.clear()
             for name in list(self.tags):       # no graph kept after fit, whatever ended it
@@ -591,21 +683,28 @@ class Trainer:
         for m in metrics.values():
             m.reset()
         total, count = 0.0, 0
+        view = data if isinstance(data, (_dp.ShardedLoader, _dp.SlicedBatches)) else None
         try:
             with no_grad(), (self._autocast if self._autocast is not None else contextlib.nullcontext()):
                 for batch in data:
                     if self.device.type != "cpu":
                         batch = _to_device(batch, self.device)
                     loss, outputs, target = self._forward(batch)
-                    n = _batch_size(target if target is not None else batch)
-                    total += loss.item() * n
-                    count += n
-                    if outputs is not None and target is not None:
+                    n = view.current.n_local if view is not None else _batch_size(
+                        target if target is not None else batch)
+                    if n:
+                        total += loss.item() * n
+                        count += n
+                    if outputs is not None and target is not None and n:
                         for m in metrics.values():
                             m.update(outputs, target)
         finally:
             for m, mode in modes:
                 m.training = mode
+        if self._dist is not None:            # the sums over every rank's share
+            total, count = _dp.all_reduce_array(np.array([total, count], np.float64))
+            count = int(count)
+            _dp.merge_metrics(metrics)
         logs = {prefix + "loss": total / count if count else math.nan}
         for name, m in metrics.items():
             logs[prefix + name] = float(m.compute())
@@ -613,12 +712,22 @@ class Trainer:
 
     def evaluate(self, data):
         """The mean loss and the metrics over ``data`` (eval mode, ``no_grad``; every
-        submodule's mode is restored): ``{"loss": float, "<metric>": float, ...}``."""
-        return self._evaluate(data, "", self.val_metrics)
+        submodule's mode is restored): ``{"loss": float, "<metric>": float, ...}``. In a
+        distributed run (call it on every rank) each rank evaluates its share of each
+        batch and the results are reduced, as in ``fit``."""
+        if self._dist is not None:            # (inside fit: a callback's call)
+            return self._evaluate(self._rank_view(data), "", self.val_metrics)
+        self._dist = _dp.group_info()
+        try:
+            view = self._rank_view(data) if self._dist is not None else data
+            return self._evaluate(view, "", self.val_metrics)
+        finally:
+            self._dist = None
 
     def predict(self, data):
         """The model's outputs over ``data`` in eval mode under ``no_grad`` (modes restored).
         A batch that is a tuple or list is ``(input, ...)``: its first element goes in.
+        In a distributed run every rank predicts all of ``data`` (nothing is sharded).
         Returns one Tensor (outputs concatenated along dim 0), or a list of the batches'
         outputs where they are not Tensors."""
         from ..ops import cat
@@ -650,16 +759,32 @@ class Trainer:
         return out
 
     def state_dict(self):
-        """Everything :meth:`load` needs for an exact resume, as plain data."""
+        """Everything :meth:`load` needs for an exact resume, as plain data.
+
+        In a distributed run it is collective (call it on every rank): the running metric
+        states and records are merged over the ranks and an unfinished accumulation
+        window's gradients averaged (each rank's own stay as they are), so the state is
+        that of the whole run, whatever the number of ranks."""
         loader = None
         if self._train_data is not None and hasattr(self._train_data, "state_dict"):
             loader = self._train_data.state_dict()
+        info = _dp.group_info()
+        metrics = {k: m for k, m in self.metrics.items() if hasattr(m, "state_arrays")}
+        if info is not None:
+            metric_states = _dp.merge_metrics(metrics, keep_local=True)
+            records = _dp.merge_records(self._records)
+        else:
+            metric_states = {k: m.state_arrays() for k, m in metrics.items()}
+            records = self._records
         grads = None
         if self._accum:
-            grads = [None if p.grad is None else np.array(p.grad.array, copy=True) for p in self._params]
+            if info is not None:
+                grads = _dp.sync_grads(self._params, copy=True)
+            else:
+                grads = [None if p.grad is None else np.array(p.grad.array, copy=True) for p in self._params]
         return {
             "format": FORMAT, "format_version": FORMAT_VERSION,
-            "model": self.model.state_dict(),
+            "model": self._module.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": None if self.scheduler is None else self.scheduler.state_dict(),
             "scaler": None if self.grad_scaler is None else self.grad_scaler.state_dict(),
@@ -671,16 +796,24 @@ class Trainer:
             "epoch": self.epoch, "step": self.global_step, "batch_in_epoch": self.batch_in_epoch,
             "epoch_in_progress": bool(self._epoch_in_progress),
             "running": {"loss_total": self._loss_total, "loss_count": self._loss_count,
-                        "records": {k: [s, c] for k, (s, c) in self._records.items()},
-                        "metrics": {k: m.state_arrays() for k, m in self.metrics.items()
-                                    if hasattr(m, "state_arrays")},
+                        "records": {k: [s, c] for k, (s, c) in records.items()},
+                        "metrics": metric_states,
                         "accum": self._accum, "grads": grads},
         }
 
     def save(self, path):
-        """Write :meth:`state_dict` to ``path`` with ``numbagrad.save`` (HDF5, atomic)."""
+        """Write :meth:`state_dict` to ``path`` with ``numbagrad.save`` (HDF5, atomic).
+
+        In a distributed run call it on every rank (as :class:`ModelCheckpoint` does): the
+        state is gathered from all of them, rank 0 writes the file, and every rank returns
+        once it is written."""
         from ..io import save
-        save(self.state_dict(), path)
+        state = self.state_dict()
+        if _dp.is_rank0():
+            save(state, path)
+        if _dp.group_info() is not None:
+            from .. import distributed
+            distributed.barrier()
 
     def load(self, path):
         """Restore a state written by :meth:`save` into this trainer (same model, optimizer,
@@ -697,7 +830,7 @@ class Trainer:
                                                                         else "has no") + " scheduler")
         if (state["scaler"] is None) != (self.grad_scaler is None):
             raise ValueError("Trainer.load: the checkpoint and this trainer differ in having a grad_scaler")
-        self.model.load_state_dict(state["model"])
+        self._module.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         if self.scheduler is not None:
             self.scheduler.load_state_dict(state["scheduler"])
@@ -711,12 +844,15 @@ class Trainer:
         run = state["running"]
         self._loss_total = float(run["loss_total"])
         self._loss_count = int(run["loss_count"])
-        self._records = {k: [float(s), int(c)] for k, (s, c) in run["records"].items()}
+        self._records = {k: [float(s), _dp._count(c)] for k, (s, c) in run["records"].items()}
         for k, m in self.metrics.items():
             if k in run["metrics"]:
                 m.load_state_arrays(run["metrics"][k])
             else:
                 m.reset()
+        info = _dp.group_info()
+        if info is not None and info[0] != 0:
+            self._local_states_zero()    # the saved (global) states count once: on rank 0
         self._accum = int(run["accum"])
         if run["grads"] is not None:
             for p, g in zip(self._params, run["grads"]):

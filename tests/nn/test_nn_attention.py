@@ -178,7 +178,7 @@ def test_state_dict_layout_and_init():
         ("bias_v", (1, 1, 6)), ("out_proj.weight", (6, 6))]
     assert m2.in_proj_weight is None and m2.in_proj_bias is None
     assert m.head_dim == 2 and m.batch_first is False and m._qkv_same_embed_dim and not m2._qkv_same_embed_dim
-    with pytest.raises(AssertionError, match="divisible"):
+    with pytest.raises(ValueError, match="embed_dim must be divisible by num_heads, got embed_dim=7"):
         MultiheadAttention(7, 2)
     if torch is not None:
         assert repr(m) == repr(torch.nn.MultiheadAttention(6, 3))

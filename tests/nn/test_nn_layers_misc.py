@@ -99,7 +99,7 @@ def test_embedding_init_padding_and_gradient():
     counts = np.bincount(idx.ravel(), minlength=200).astype(np.float32)
     counts[199] = 0                                                          # padding row: no gradient
     np.testing.assert_array_equal(gw, np.repeat(counts[:, None], 30, axis=1))
-    with pytest.raises(AssertionError, match="padding_idx"):
+    with pytest.raises(ValueError, match=r"padding_idx \(5\) must be within num_embeddings \(5\)"):
         Embedding(5, 2, padding_idx=5)
 
 

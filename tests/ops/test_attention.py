@@ -271,6 +271,6 @@ def test_multi_head_attention_forward_errors():
     with pytest.raises(RuntimeError, match="2D attn_mask"):
         multi_head_attention_forward(x, x, x, 4, 2, ng.tensor(a["w_in"]), None, None, None, False, 0.0,
                                      ng.tensor(a["w_out"]), None, attn_mask=ng.tensor(np.zeros((3, 4))))
-    with pytest.raises(AssertionError, match="embedding dimension"):
+    with pytest.raises(ValueError, match="multi_head_attention_forward: was expecting embedding dimension"):
         multi_head_attention_forward(x, x, x, 8, 2, ng.tensor(a["w_in"]), None, None, None, False, 0.0,
                                      ng.tensor(a["w_out"]), None)

@@ -153,7 +153,7 @@ def test_zero_dim():
         assert r.values.shape == () and r.indices.shape == ()
         assert npy(r.values) == 2.5 and npy(r.indices) == 0
     assert ng.argsort(x).shape == () and npy(ng.argsort(x)) == 0
-    with pytest.raises(IndexError, match="sort: dim 1"):
+    with pytest.raises(IndexError, match=r"sort: Dimension out of range .*\[-1, 0\], but got 1"):
         ng.sort(x, 1)
     with pytest.raises(RuntimeError, match="topk: k=2"):
         ng.topk(x, 2)
@@ -285,11 +285,11 @@ def no_host(monkeypatch):
 
 
 @pytest.mark.parametrize("call,exc,pattern", [
-    (lambda x: ng.sort(x, dim=2), IndexError, r"sort: dim 2 .*shape \(3, 4\)"),
-    (lambda x: ng.sort(x, dim=-3), IndexError, r"sort: dim -3 .*shape \(3, 4\)"),
-    (lambda x: ng.argsort(x, dim=5), IndexError, r"argsort: dim 5 .*shape \(3, 4\)"),
-    (lambda x: ng.topk(x, 2, dim=2), IndexError, r"topk: dim 2 .*shape \(3, 4\)"),
-    (lambda x: ng.kthvalue(x, 1, dim=-3), IndexError, r"kthvalue: dim -3 .*shape \(3, 4\)"),
+    (lambda x: ng.sort(x, dim=2), IndexError, r"sort: Dimension out of range .*but got 2"),
+    (lambda x: ng.sort(x, dim=-3), IndexError, r"sort: Dimension out of range .*but got -3"),
+    (lambda x: ng.argsort(x, dim=5), IndexError, r"argsort: Dimension out of range .*but got 5"),
+    (lambda x: ng.topk(x, 2, dim=2), IndexError, r"topk: Dimension out of range .*but got 2"),
+    (lambda x: ng.kthvalue(x, 1, dim=-3), IndexError, r"kthvalue: Dimension out of range .*but got -3"),
     (lambda x: ng.topk(x, 5), RuntimeError, r"topk: k=5 .*dimension 1 of size 4 .*shape \(3, 4\)"),
     (lambda x: ng.topk(x, -1), RuntimeError, r"topk: k=-1 .*size 4"),
     (lambda x: ng.topk(x, 4, dim=0), RuntimeError, r"topk: k=4 .*dimension 0 of size 3"),

@@ -33,7 +33,7 @@ tests hold torch to a tolerance and the kernels' rounding, bit for bit, to NumPy
 emulations of torch's ops (``tests/reference/optim_rounding.py``).
 
 The inlined helpers at the top (``step_count``, ``bias_corrections``, ``block_of``,
-``grad_block``, ``lerp``, ``sq_avg``, ``moments``, ``adam_elem``, ``maximum``...) are
+``grad_block``, ``l2_grad``, ``lerp``, ``sq_avg``, ``moments``, ``adam_elem``, ``maximum``...) are
 shared by every optimizer kernel (``optim_adamx.py``, ``optim_adaptive.py``,
 ``optim_lamb.py``; ``optim_lbfgs.py``'s gather uses ``grad_block``).
 """
@@ -115,12 +115,21 @@ def moments(g, m, v, omb1, omw, b2, omb2, small):
 
 
 @scalar_helper
+def l2_grad(p, wd, g):
+    """``g.add(p, alpha=wd)`` (L2 weight decay added to the gradient) as torch rounds it,
+    ``fma(p, wd, g)``; ``g`` itself when ``wd == 0``, as torch adds nothing then: a NaN or
+    inf parameter times a zero decay would otherwise turn the gradient (and every state
+    buffer after it) into NaN. A select on the loop-invariant ``wd``: loops vectorise."""
+    return fma(p, wd, g) if wd != 0 else g
+
+
+@scalar_helper
 def adam_elem(pp, gg, mm, vv, i, wd, sign, omb1, omw, b2, omb2, small):
     """Element ``i`` of an Adam-family block (parameter ``pp``, gradient ``gg``, moments
     ``mm``, ``vv``): the gradient with ``maximize``'s sign and L2 decay
     (``grad.add(param, alpha=wd)``), the new moments, stored; returns ``(p, g, m, v)``."""
     p = pp[i]
-    g = fma(p, wd, gg[i] * sign)
+    g = l2_grad(p, wd, gg[i] * sign)
     m, v = moments(g, mm[i], vv[i], omb1, omw, b2, omb2, small)
     mm[i] = m
     vv[i] = v
@@ -208,7 +217,7 @@ def _sgd_step_cpu(param, grad, buf, blk_start, blk_end, blk_seg, active, gsrc, h
             bf = buf[lo:hi]
             first = has_buf[s] == 0
             for i in range(hi - lo):
-                g = fma(pp[i], wd, gg[i] * sign)
+                g = l2_grad(pp[i], wd, gg[i] * sign)
                 if first:
                     bb = g
                 else:
@@ -221,7 +230,7 @@ def _sgd_step_cpu(param, grad, buf, blk_start, blk_end, blk_seg, active, gsrc, h
                 pp[i] = fma(g, neg_lr, pp[i])
         else:
             for i in range(hi - lo):
-                pp[i] = fma(fma(pp[i], wd, gg[i] * sign), neg_lr, pp[i])
+                pp[i] = fma(l2_grad(pp[i], wd, gg[i] * sign), neg_lr, pp[i])
     if use_momentum:
         for s in range(active.size):
             if active[s]:

@@ -34,7 +34,7 @@ from numba import prange
 
 from .._jit import flat_kernel, scalar_helper
 from ._fma import fma
-from .optim import adam_elem, bias_corrections, block_of, grad_block, lerp, maximum, step_count
+from .optim import adam_elem, bias_corrections, block_of, grad_block, l2_grad, lerp, maximum, step_count
 
 
 # ---- Adamax ------------------------------------------------------------------------------------
@@ -67,7 +67,7 @@ def _adamax_step_cpu(param, grad, exp_avg, exp_inf, blk_start, blk_end, blk_seg,
         uu = exp_inf[lo:hi]
         for i in range(hi - lo):
             p = pp[i]
-            g = fma(p, wd, gg[i] * sign)
+            g = l2_grad(p, wd, gg[i] * sign)
             m = lerp(mm[i], g, omb1, omw, lerp_small)
             u = maximum(uu[i] * b2, abs(g) + eps)
             mm[i] = m

@@ -30,7 +30,7 @@ from numba import prange
 
 from .._jit import flat_kernel
 from ._fma import fma
-from .optim import block_of, count_steps, grad_block, lerp, sq_avg, step_count
+from .optim import block_of, count_steps, grad_block, l2_grad, lerp, sq_avg, step_count
 
 
 @flat_kernel
@@ -60,7 +60,7 @@ def _rmsprop_step_cpu(param, grad, square_avg, grad_avg, momentum_buffer,
         mm = momentum_buffer[lo:hi]
         for i in range(hi - lo):
             p = pp[i]
-            g = fma(p, wd, gg[i] * sign)
+            g = l2_grad(p, wd, gg[i] * sign)
             v = sq_avg(vv[i], g, alpha, oma)
             vv[i] = v
             if centered:
@@ -101,7 +101,7 @@ def _adagrad_step_cpu(param, grad, state_sum, blk_start, blk_end, blk_seg, activ
         ss = state_sum[lo:hi]
         for i in range(hi - lo):
             p = pp[i]
-            g = fma(p, wd, gg[i] * sign)
+            g = l2_grad(p, wd, gg[i] * sign)
             v = fma(g, g, ss[i])
             ss[i] = v
             pp[i] = p + (nclr * g) / (np.sqrt(v) + eps)
@@ -126,7 +126,7 @@ def _adadelta_step_cpu(param, grad, square_avg, acc_delta, blk_start, blk_end, b
         dd = acc_delta[lo:hi]
         for i in range(hi - lo):
             p = pp[i]
-            g = fma(p, wd, gg[i] * sign)
+            g = l2_grad(p, wd, gg[i] * sign)
             v = sq_avg(vv[i], g, rho, omr)
             vv[i] = v
             delta = (np.sqrt(dd[i] + eps) / np.sqrt(v + eps)) * g

@@ -32,7 +32,7 @@ Design
 * Shared by the other optimizer modules (``optim_adamx.py``, ``optim_adaptive.py``,
   ``optim_lamb.py``): the element prologue ``_segment_of``, the device functions of the
   per-segment pre-passes (``_bump``, ``_bias_corrections``) and of the updates
-  (``_lerp``, ``_sq_avg``, ``_moments``, ``_adam_elem``, ``_maximum``), and
+  (``_l2_grad``, ``_lerp``, ``_sq_avg``, ``_moments``, ``_adam_elem``, ``_maximum``), and
   ``_count_steps_kernel`` for optimizers whose kernels only count steps.
 """
 import math
@@ -129,12 +129,21 @@ def _moments(g, m, v, omb1, omw, b2, omb2, small):
 
 
 @device_fn
+def _l2_grad(p, wd, g):
+    """``g + wd * p`` (L2 weight decay added to the gradient), or ``g`` when ``wd == 0``, as
+    torch adds nothing then (a NaN or inf parameter times 0 would turn ``g`` into NaN)."""
+    if wd != 0:
+        return g + wd * p
+    return g
+
+
+@device_fn
 def _adam_elem(param, grad, exp_avg, exp_avg_sq, e, wd, sign, omb1, omw, b2, omb2, small):
     """Element ``e`` of an Adam-family arena: the gradient with ``maximize``'s sign and L2
     decay, the new moments, stored; returns ``(p, g, m, v)`` in the compute type."""
     ct = type(omb1)
     p = ct(param[e])
-    g = ct(grad[e]) * sign + wd * p
+    g = _l2_grad(p, wd, ct(grad[e]) * sign)
     m, v = _moments(g, ct(exp_avg[e]), ct(exp_avg_sq[e]), omb1, omw, b2, omb2, small)
     exp_avg[e] = m
     exp_avg_sq[e] = v
@@ -216,7 +225,7 @@ def _sgd_elements_kernel(param, grad, buf, blk_start, blk_end, blk_seg, active, 
         s = _segment_of(blk_start, blk_end, blk_seg, active, e)
         if s >= 0:
             p = ct(param[e])
-            g = ct(grad[e]) * sign + wd * p
+            g = _l2_grad(p, wd, ct(grad[e]) * sign)
             if use_momentum:
                 if has_buf[s] == 0:
                     bb = g  # first step: the buffer starts as the gradient

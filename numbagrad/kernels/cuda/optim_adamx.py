@@ -16,8 +16,8 @@ import math
 from numba import cuda, float32, float64
 
 from ._launch import cuda_kernel, device_fn, launch
-from .optim import (_BOOL, _F32, _F64, _TABLES, _U8, _adam_elem, _bias_corrections, _bump, _ct, _ctype, _lerp,
-                    _maximum, _segment_of)
+from .optim import (_BOOL, _F32, _F64, _TABLES, _U8, _adam_elem, _bias_corrections, _bump, _ct, _ctype, _l2_grad,
+                    _lerp, _maximum, _segment_of)
 
 __all__ = ["_adamax_step_cuda", "_radam_step_cuda", "_nadam_step_cuda"]
 
@@ -43,7 +43,7 @@ def _adamax_elements_kernel(param, grad, exp_avg, exp_inf, blk_start, blk_end, b
         if s >= 0:
             nclr = ct(seg_scal[2 * s])
             p = ct(param[e])
-            g = ct(grad[e]) * sign + wd * p
+            g = _l2_grad(p, wd, ct(grad[e]) * sign)
             m = _lerp(ct(exp_avg[e]), g, omb1, omw, lerp_small)
             u = _maximum(ct(exp_inf[e]) * b2, abs(g) + eps)
             exp_avg[e] = m

@@ -17,8 +17,8 @@ import math
 from numba import cuda
 
 from ._launch import cuda_kernel, launch
-from .optim import (_BOOL, _F32, _F64, _TABLES, _U8, _bump, _count_steps_kernel, _ct, _ctype, _lerp, _segment_of,
-                    _sq_avg)
+from .optim import (_BOOL, _F32, _F64, _TABLES, _U8, _bump, _count_steps_kernel, _ct, _ctype, _l2_grad, _lerp,
+                    _segment_of, _sq_avg)
 
 __all__ = ["_rmsprop_step_cuda", "_adagrad_step_cuda", "_adadelta_step_cuda"]
 
@@ -35,7 +35,7 @@ def _rmsprop_elements_kernel(param, grad, square_avg, grad_avg, momentum_buffer,
         s = _segment_of(blk_start, blk_end, blk_seg, active, e)
         if s >= 0:
             p = ct(param[e])
-            g = ct(grad[e]) * sign + wd * p
+            g = _l2_grad(p, wd, ct(grad[e]) * sign)
             v = _sq_avg(ct(square_avg[e]), g, alpha, oma)
             square_avg[e] = v
             if centered:
@@ -90,7 +90,7 @@ def _adagrad_elements_kernel(param, grad, state_sum, blk_start, blk_end, blk_seg
         if s >= 0:
             nclr = ct(seg_scal[2 * s])
             p = ct(param[e])
-            g = ct(grad[e]) * sign + wd * p
+            g = _l2_grad(p, wd, ct(grad[e]) * sign)
             v = ct(state_sum[e]) + g * g
             state_sum[e] = v
             param[e] = p + (nclr * g) / (math.sqrt(v) + eps)
@@ -120,7 +120,7 @@ def _adadelta_elements_kernel(param, grad, square_avg, acc_delta, blk_start, blk
         s = _segment_of(blk_start, blk_end, blk_seg, active, e)
         if s >= 0:
             p = ct(param[e])
-            g = ct(grad[e]) * sign + wd * p
+            g = _l2_grad(p, wd, ct(grad[e]) * sign)
             v = _sq_avg(ct(square_avg[e]), g, rho, omr)
             square_avg[e] = v
             u = ct(acc_delta[e])
