@@ -350,6 +350,18 @@ _PHASE_TITLES = {
 }
 
 
+def _contention_line():
+    """What numbagrad's busy-core detector (kernels/_threads.py) saw in this process: the
+    suite's parallel kernels ran on one thread while it said the cores were contended."""
+    try:
+        from numbagrad.kernels import _threads
+    except ImportError:
+        return "contention detector: not loaded"
+    st = _threads.state()
+    return (f"busy-core episodes in this process: {st['episodes']} "
+            f"({'contended at the end' if st['contended'] else 'free at the end'})")
+
+
 def header_lines(env, elapsed):
     ref_bw, _ = reference_bandwidth()
     lines = [
@@ -359,7 +371,8 @@ def header_lines(env, elapsed):
         "numba threading layer in this process: " + env["numba_threading_layer"]
         + (" (set by the user)" if USER_THREADING_LAYER
            else " (numbagrad's order: omp, tbb, workqueue; as a user's process gets it)")
-        + " | OpenMP runtimes loaded: " + (", ".join(os.path.basename(p) for p in env["openmp_libs"]) or "none"),
+        + " | OpenMP runtimes loaded: " + (", ".join(os.path.basename(p) for p in env["openmp_libs"]) or "none")
+        + " | " + _contention_line(),
         f"device cpu: {env['cpu']}, {env['cores']} cores | dtype {env['dtype']} | "
         f"{'SMOKE MODE (tiny sizes, 1 round: figures meaningless)' if env['smoke'] else 'full sizes'}",
     ]

@@ -124,3 +124,21 @@ def test_a_single_slow_launch_is_not_contention():
     for _ in range(5):
         k(a)
     assert not _threads.state()["contended"]
+
+
+def test_a_size_first_seen_while_contended_is_probed_and_frees_the_cores(monkeypatch):
+    # the perf suite once stayed on one thread for good: every kernel it ran after a (false)
+    # alarm was a size with no fastest launch to compare a probe with
+    monkeypatch.setattr(_threads, "PROBE_MIN", 0.01)
+    fake = _Fake()
+    fake.delay = 1e-4
+    k = _threads.AdaptiveKernel(fake)
+    a = np.zeros(10)
+    _threads.set_contended(True)
+    _threads._DET.next_probe = 0.0   # a probe is due
+    k(a)                             # never seen: may compile, runs on one thread
+    k(a)                             # the probe: its time is the reference now
+    assert _threads.state()["contended"]
+    time.sleep(0.02)
+    k(a)                             # the next probe is as fast: the cores are free
+    assert not _threads.state()["contended"]

@@ -15,9 +15,15 @@ lower bound of the quiet-machine time that a busy spell cannot raise, so a proce
 on a busy machine finds out too. A launch that takes far longer (``SLOW_FACTOR`` x the
 fastest plus ``SLOW_SLACK``) is a *strike*; ``STRIKES`` strikes within
 ``STRIKE_WINDOW`` seconds mean the cores are contended, and from then on every adaptive
-kernel runs its serial twin. A *probe* (one parallel launch, by whichever kernel comes
-first, of a size bucket with an average) ends that when it is fast again; while it is
-not, the time to the next probe doubles, from ``PROBE_MIN`` to ``PROBE_MAX`` seconds.
+kernel runs on one thread. A *probe* (one parallel launch, by whichever kernel comes
+first once it is due) ends that when it is within twice the fastest launch of its size;
+while it is not, the time to the next probe doubles, from ``PROBE_MIN`` to ``PROBE_MAX``
+seconds. A probe of a size with no fastest launch yet (first seen while contended) only
+records one, and the next probe comes after ``PROBE_MIN``: otherwise a program whose
+kernels all started during a busy spell (or after a false alarm) would stay on one thread
+for good, which the perf suite once did (matmul 512 at 2.0x torch). The factor and slack
+are wide because a quiet machine varies too (page faults on fresh outputs, cache misses
+within a size bucket), while a descheduled worker costs a time slice, milliseconds.
 
 While contended, a kernel runs the same compiled code on one thread: numba's thread count
 is set to 1 around the call (``_set_num_threads``, thread-local, ~0.4 us), so OpenMP forms
@@ -39,8 +45,8 @@ import time
 
 from ..backend import config
 
-SLOW_FACTOR = 4.0
-SLOW_SLACK = 50e-6
+SLOW_FACTOR = 6.0
+SLOW_SLACK = 250e-6
 STRIKES = 3
 STRIKE_WINDOW = 0.5
 PROBE_MIN = 0.1
@@ -171,12 +177,20 @@ class AdaptiveKernel:
             if _SERIAL_ONLY:  # a forked child: no parallel launch at all (module docstring)
                 return self._serial_twin()(*args)
             now = _clock()
-            best = self._best.get(key)
-            if now < det.next_probe or best is None:
+            if now < det.next_probe:
                 return self._one_thread(args)
-            r = self.parallel(*args)
+            best = self._best.get(key, _UNSEEN)
+            if best is _UNSEEN:      # a size never launched: its first launch may compile
+                self._best[key] = None
+                return self._one_thread(args)
+            r = self.parallel(*args)  # the probe
             dt = _clock() - now
-            if dt <= 2.0 * best + SLOW_SLACK:
+            if best is None or dt < best:
+                # no quiet reference for this size yet (first seen while contended): keep
+                # this one and probe again soon, where the next launch can be judged
+                self._best[key] = dt
+                det.next_probe = now + dt + PROBE_MIN
+            elif dt <= 2.0 * best + SLOW_SLACK:
                 det.contended = False
                 det.backoff = PROBE_MIN
             else:
