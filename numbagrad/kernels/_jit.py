@@ -32,7 +32,8 @@ def cpu_jit(fn=None, *, parallel=False):
     """
     def deco(f):
         if parallel and config.PARALLEL:
-            return AdaptiveKernel(_njit(f, True))
+            # not a flat kernel: its work is not args[0]'s size alone (a GEMM's three operands)
+            return AdaptiveKernel(_njit(f, True), key_args=3)
         return _njit(f, False)
     return deco if fn is None else deco(fn)
 

@@ -10,7 +10,9 @@ with one (torch: 154 ms).
 
 So every parallel dispatcher numbagrad builds is an :class:`AdaptiveKernel`. It times its
 launches (``perf_counter``, ~0.1 us, only on launches big enough to be parallel) and
-keeps, per input-size bucket (``args[0].size``'s bit length), the fastest launch seen: a
+keeps, per input-size bucket (the bit lengths of ``args[0].size``, or of the first three
+arguments' sizes for kernels whose work is not one array's size: a GEMM's operands, a
+convolution's input and weight), the fastest launch seen: a
 lower bound of the quiet-machine time that a busy spell cannot raise, so a process started
 on a busy machine finds out too. A launch that takes far longer (``SLOW_FACTOR`` x the
 fastest plus ``SLOW_SLACK``) is a *strike*; ``STRIKES`` strikes within
@@ -137,10 +139,11 @@ class AdaptiveKernel:
     contended (module docstring). Other attributes (``signatures``, ``compile``,
     ``py_func``...) are the dispatcher's."""
 
-    __slots__ = ("parallel", "_best", "_serial")
+    __slots__ = ("parallel", "_best", "_serial", "_nkey")
 
-    def __init__(self, parallel, serial=None):
+    def __init__(self, parallel, serial=None, key_args=1):
         self.parallel = parallel
+        self._nkey = key_args  # how many leading arguments' sizes make the size bucket
         self._best = {}  # size bucket -> fastest launch seen, seconds (None: seen once)
         self._serial = serial  # the serial twin: used only in a serial-only forked child
 
@@ -171,8 +174,11 @@ class AdaptiveKernel:
 
     def __call__(self, *args):
         det = _DET
-        a = args[0]
-        key = a.size.bit_length() if hasattr(a, "size") else 0
+        if self._nkey == 1:
+            a = args[0]
+            key = a.size.bit_length() if hasattr(a, "size") else 0
+        else:
+            key = tuple(getattr(a, "size", 0).bit_length() for a in args[:self._nkey])
         if det.contended:
             if _SERIAL_ONLY:  # a forked child: no parallel launch at all (module docstring)
                 return self._serial_twin()(*args)
