@@ -10,8 +10,10 @@ of cores), because none of them keeps two cores busy for long:
     is set) with every CPU kernel.
 ``tutorials``
     ``python -m pytest tutorials``: every notebook run top to bottom by nbmake, ending in
-    its own asserts. After ``cpu``, whose numba cache it loads (compiling the LSTM and CTC
-    kernels in a notebook took 55 s of CPU time), beside ``programs`` and the simulator shards.
+    its own asserts. After ``avx2``, beside the rest of ``cpu``: ``cpu`` is the longest phase
+    and the others wait for its cache, so a core would idle there; the notebooks load
+    what ``cpu`` has cached by then and compile the rest (the LSTM and CTC kernels took
+    55 s of CPU time in a notebook on a cold cache).
 ``ptx``
     ``python -m pytest tests/test_cuda_ptx.py``: every CUDA kernel compiled to PTX (NVVM;
     nothing is cached on disk, so it can run beside ``cpu`` without compiling anything
@@ -96,7 +98,7 @@ def phases():
         "ptx": (py + [ptx], {}, None, "every CUDA kernel compiled to PTX"),
         "avx2": (py + ["-k", AVX2_SELECT] + AVX2_PATHS, AVX2_ENV, None,
                  "torch-parity tests with torch, MKL and numba held to AVX2"),
-        "tutorials": (py + ["tutorials"], {}, "cpu", "the tutorial notebooks (nbmake), top to bottom"),
+        "tutorials": (py + ["tutorials"], {}, "avx2", "the tutorial notebooks (nbmake), top to bottom"),
         "programs": (py + ["tests/programs"], {}, "cpu",
                      "PyTorch-style programs under the torch alias, against real torch"),
         "mpi": (py + ["tests/distributed"], {}, "cpu", "multi-process runs under mpiexec (numbagrad.distributed)"),
