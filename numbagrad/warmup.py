@@ -51,8 +51,10 @@ def _digits_mlp():
 
 
 def _digits_mlp_loss():
-    """The main job's loss kernels (cross_entropy forward and backward): half of its first
-    run's compiling."""
+    """The main job's loss kernels (cross_entropy forward and backward): about half of its
+    first run's compiling. (Compiling the two halves in two processes at once did not make
+    the job's cold run shorter on 2 cores: 7.7-9.3 s against 8.4-8.9 s, the workers'
+    start-up eating the gain, so the job itself does not do it.)"""
     import numbagrad as ng
     for n in (32,):
         ng.nn.functional.cross_entropy(ng.randn(n, 10, requires_grad=True), _classes(n, 10)).backward()
@@ -179,23 +181,6 @@ def _optimizers():
 TASKS = {"digits MLP": _digits_mlp, "digits MLP: loss": _digits_mlp_loss, "digits MLP: layers": _digits_mlp_layers, "digits CNN": _digits_cnn, "MLP 784-512-256-10": _mlp_large,
          "LSTM and GRU": _recurrent, "transformer block": _transformer, "losses": _losses,
          "optimizers": _optimizers}
-
-
-DIGITS_MLP = ("digits MLP: loss", "digits MLP: layers")
-"""The main job's kernels in two halves of about equal compile time, for :func:`first_run`."""
-
-
-def first_run():
-    """Whether the main job's kernels are not in the cache yet (its loss kernel has no
-    cache index): ``python -m numbagrad`` then compiles them with :func:`run` over
-    :data:`DIGITS_MLP`, both halves at once, instead of one after the other as it trains."""
-    from .backend import config
-    if not config.CACHE:
-        return False
-    from .kernels.cpu import loss
-    cache = getattr(loss._cross_entropy_fwd_cpu.serial, "_cache", None)
-    path = getattr(getattr(cache, "_cache_file", None), "_index_path", None)  # numba's index file
-    return path is not None and not os.path.exists(path)
 
 
 def _run_task(name):

@@ -32,7 +32,7 @@ import time
 import numpy as np
 
 import numbagrad as ng
-from numbagrad import nn, optim, warmup
+from numbagrad import nn, optim
 from numbagrad.data import DataLoader, TensorDataset, load_digits, train_test_split
 from numbagrad.train import Callback, EarlyStopping, ProgressBar, Trainer
 
@@ -158,13 +158,6 @@ def main(argv=None):
     # --async-checkpoint: a background saver process (numbagrad.io.AsyncSaver), started
     # first so that its start-up overlaps the data and model set-up
     saver = ng.io.AsyncSaver() if args.async_checkpoint else None
-    if args.model == "mlp" and warmup.first_run():
-        # a cold kernel cache: compile the job's kernels in one process per core first
-        # (numbagrad.warmup), not one after the other in this process as training reaches them
-        if not args.quiet:
-            print("first run: compiling the job's kernels on every core (later runs load them from the cache)",
-                  flush=True)
-        warmup.run(tasks=warmup.DIGITS_MLP, progress=not args.quiet)
     try:
         ng.manual_seed(args.seed)
         X, y = load_digits()
