@@ -201,13 +201,16 @@ def run(workers=None, progress=True, tasks=None):
     import concurrent.futures as cf
     import multiprocessing as mp
     from .backend import cache
+    if isinstance(tasks, str):
+        raise TypeError(f"warmup: tasks must be a list of task names, got the string {tasks!r} "
+                        f"(did you mean [{tasks!r}]?); the tasks are {list(TASKS)}")
     names = list(TASKS) if tasks is None else list(tasks)
     bad = [n for n in names if n not in TASKS]
     if bad:
         raise ValueError(f"warmup: unknown task(s) {bad}; the tasks are {list(TASKS)}")
-    workers = workers or os.cpu_count() or 1
-    if workers < 1:
-        raise ValueError(f"warmup: workers must be at least 1, got {workers}")
+    workers = (os.cpu_count() or 1) if workers is None else workers
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        raise ValueError(f"warmup: workers must be a whole number of processes, at least 1, got {workers!r}")
     t0 = time.perf_counter()
     bar = None
     if progress:

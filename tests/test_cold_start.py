@@ -80,3 +80,8 @@ def test_warmup_refuses_unknown_tasks():
     import numbagrad
     with pytest.raises(ValueError, match="unknown task"):
         numbagrad.warmup(tasks=["nope"])
+    with pytest.raises(TypeError, match="did you mean"):
+        numbagrad.warmup(tasks="losses")
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="workers must be"):
+            numbagrad.warmup(workers=bad, tasks=["losses"])
