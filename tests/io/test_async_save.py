@@ -64,6 +64,14 @@ def test_async_file_loads_as_the_synchronous_one(saver, tmp_path):
     _assert_same(ng.load(tmp_path / "a.ckpt"), ng.load(tmp_path / "s.ckpt"))
 
 
+@pytest.mark.skipif(not hasattr(os, "getpriority"), reason="no os.getpriority on this platform")
+def test_the_saver_process_runs_below_the_callers_priority(saver, tmp_path):
+    # a save answered means the process is past its start-up, where it lowers its priority
+    saver.save({"x": np.ones(3)}, tmp_path / "n.ckpt").result(timeout=60)
+    mine = os.getpriority(os.PRIO_PROCESS, 0)
+    assert os.getpriority(os.PRIO_PROCESS, saver.pid) == min(19, mine + 10)
+
+
 def test_the_state_is_copied_when_save_returns(saver, tmp_path):
     w = ng.tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
     arr = np.ones(5)
