@@ -77,18 +77,22 @@ def empty_cache():
 
 
 def memory_allocated(device_index=None, /):
+    """Bytes the current accelerator's tensors occupy now (``torch.accelerator.memory_allocated``); 0 without a GPU."""
     return _cuda.memory_allocated(device_index)
 
 
 def max_memory_allocated(device_index=None, /):
+    """Peak of :func:`memory_allocated` since the start or the last :func:`reset_peak_memory_stats`."""
     return _cuda.max_memory_allocated(device_index)
 
 
 def memory_reserved(device_index=None, /):
+    """Bytes the current accelerator's caching allocator holds, in use or cached."""
     return _cuda.memory_reserved(device_index)
 
 
 def reset_peak_memory_stats(device_index=None, /):
+    """Restart the peak that :func:`max_memory_allocated` reports from the current allocation."""
     _cuda.reset_peak_memory_stats(device_index)
 
 

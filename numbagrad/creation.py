@@ -14,9 +14,7 @@ __all__ = ["tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full"
 
 def _finish(arr, dtype, device, requires_grad):
     if device is not None:
-        be = backend_for_device(device)
-        if be.name != "cpu":
-            arr = be.from_numpy(arr)
+        arr = backend_for_device(device).from_numpy(arr)   # the CPU's is the array itself
     t = Tensor._from_array(arr)
     if requires_grad:
         t.requires_grad_(True)
@@ -41,6 +39,14 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
     """A new tensor holding a copy of ``data`` (nested lists, scalars, NumPy arrays or a Tensor).
 
     Python floats become the default float dtype (float32), Python ints int64, bools bool.
+
+    >>> import numbagrad as ng
+    >>> ng.tensor([[1, 2], [3, 4]]).dtype == ng.int64
+    True
+    >>> x = ng.tensor([1.5, -2.0], requires_grad=True)
+    >>> (x * x).sum().backward()
+    >>> x.grad.tolist()
+    [3.0, -4.0]
     """
     if isinstance(data, Tensor):
         if device is None:
@@ -89,18 +95,31 @@ def from_numpy(arr):
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False):
+    """A tensor filled with 0 of the given size (``torch.zeros``), float32 unless ``dtype`` says.
+
+    >>> import numbagrad as ng
+    >>> ng.zeros(2, 3).shape
+    (2, 3)
+    >>> ng.zeros((2,), dtype=ng.int64).tolist()
+    [0, 0]
+    """
     return _finish(np.zeros(_size(size), _float(dtype)), dtype, device, requires_grad)
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False):
+    """A tensor filled with 1 of the given size (``torch.ones``), float32 unless ``dtype`` says."""
     return _finish(np.ones(_size(size), _float(dtype)), dtype, device, requires_grad)
 
 
 def empty(*size, dtype=None, device=None, requires_grad=False):
+    """An uninitialised tensor of the given size (``torch.empty``): its values are arbitrary."""
     return _finish(np.empty(_size(size), _float(dtype)), dtype, device, requires_grad)
 
 
 def full(size, fill_value, dtype=None, device=None, requires_grad=False):
+    """A tensor of ``size`` filled with ``fill_value`` (``torch.full``); the dtype follows the value
+    (bool, int64, or the default float dtype) unless ``dtype`` says.
+    """
     if dtype is None:
         d = _dtype.scalar_result(_dtype.bool_, fill_value) if not isinstance(fill_value, bool) else _dtype.bool_
         if isinstance(fill_value, float):
@@ -128,15 +147,18 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
 
 
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
+    """``steps`` values evenly spaced from ``start`` to ``end`` inclusive (``torch.linspace``)."""
     _size((steps,))
     return _finish(np.linspace(start, end, steps).astype(_float(dtype)), dtype, device, requires_grad)
 
 
 def logspace(start, end, steps, base=10.0, dtype=None, device=None, requires_grad=False):
+    """``steps`` values ``base ** x`` for ``x`` evenly spaced from ``start`` to ``end`` (``torch.logspace``)."""
     return _finish(np.logspace(start, end, steps, base=base).astype(_float(dtype)), dtype, device, requires_grad)
 
 
 def eye(n, m=None, dtype=None, device=None, requires_grad=False):
+    """A 2-D tensor with ones on the diagonal and zeros elsewhere, ``n`` x ``m`` (``m`` defaults to ``n``)."""
     _size((n,) if m is None else (n, m))
     return _finish(np.eye(n, m, dtype=_float(dtype)), dtype, device, requires_grad)
 
@@ -168,6 +190,7 @@ def randint(low, high=None, size=None, dtype=None, device=None, generator=None):
 
 
 def randperm(n, dtype=None, device=None, generator=None):
+    """A random permutation of ``0 .. n-1`` (int64 by default), drawn from ``generator`` or the default one."""
     g = generator or _random.default_generator
     return _finish(g.numpy_rng.permutation(n).astype(_dtype.as_dtype(dtype) or _dtype.int64), dtype, device, False)
 
@@ -190,9 +213,11 @@ randn_like = _like(randn)
 
 
 def full_like(input, fill_value, dtype=None, device=None, requires_grad=False):
+    """A tensor of ``input``'s shape filled with ``fill_value``; dtype and device default to ``input``'s."""
     return full(tuple(input.shape), fill_value, dtype=dtype or input.dtype,
                 device=device or input.device, requires_grad=requires_grad)
 
 
 def randint_like(input, low, high=None, dtype=None, device=None):
+    """Random integers in ``[low, high)`` of ``input``'s shape; dtype and device default to ``input``'s."""
     return randint(low, high, tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device)

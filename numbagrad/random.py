@@ -115,10 +115,12 @@ def manual_seed(seed):
 
 
 def seed():
+    """Seed the default generator with a non-deterministic random number, and return that seed."""
     return default_generator.seed()
 
 
 def initial_seed():
+    """The seed the default generator was last seeded with."""
     return default_generator.initial_seed()
 
 

@@ -12,14 +12,31 @@ _SAFE_GLOBALS = []
 
 
 def save(obj, f, *args, **kwargs):
-    """``torch.save``: write ``obj`` as an HDF5 checkpoint (:func:`numbagrad.io.save`)."""
+    """``torch.save``: write ``obj`` as an HDF5 checkpoint (:func:`numbagrad.io.save`).
+
+    >>> import os, tempfile
+    >>> import numbagrad as ng
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     ng.save({"w": ng.arange(3), "epoch": 5}, os.path.join(d, "run.ckpt"))
+    ...     ck = ng.load(os.path.join(d, "run.ckpt"))
+    >>> ck["w"].tolist(), ck["epoch"]
+    ([0, 1, 2], 5)
+    """
     from .io import save as _save
     return _save(obj, f, *args, **kwargs)
 
 
 def load(f, *args, **kwargs):
     """``torch.load``: read a checkpoint :func:`save` wrote (:func:`numbagrad.io.load`).
-    No code runs on load, so every load is what torch calls ``weights_only``."""
+    No code runs on load, so every load is what torch calls ``weights_only``.
+
+    >>> import os, tempfile
+    >>> import numbagrad as ng
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     ng.save([ng.ones(2), "note"], os.path.join(d, "w.ckpt"))
+    ...     ng.load(os.path.join(d, "w.ckpt"), map_location="cpu")
+    [tensor([1., 1.]), 'note']
+    """
     from .io import load as _load
     return _load(f, *args, **kwargs)
 

@@ -6,19 +6,9 @@ A Tensor never branches on its device: arithmetic goes through the op functions 
 import numpy as np
 
 from . import _dtype
+from .backend import dispatch as _dispatch
 from .backend.dispatch import _BY_ARRAY_TYPE
 from .device import device as _device
-
-_ARRAY_TYPES = (np.ndarray,)
-
-
-def _register_array_type(t):
-    """Called by a backend (e.g. CUDA) whose array type Tensors may hold."""
-    global _ARRAY_TYPES
-    if t not in _ARRAY_TYPES:
-        _ARRAY_TYPES = _ARRAY_TYPES + (t,)
-        from .autograd import function as _f
-        _f._ARRAY_TYPES = _ARRAY_TYPES
 
 
 def native_array(a):
@@ -416,7 +406,7 @@ class Tensor:
         device array is accepted too."""
         if isinstance(value, Tensor):
             value = value.array
-        elif not isinstance(value, _ARRAY_TYPES):
+        elif not isinstance(value, _dispatch.ARRAY_TYPES):
             raise TypeError(f"Tensor.data: assigned value must be a Tensor, got {type(value).__name__}")
         self.array = value
 
@@ -535,8 +525,7 @@ class Tensor:
             if result.array.shape != self.array.shape:
                 raise RuntimeError(f"{opname}: output with shape {tuple(self.array.shape)} doesn't match "
                                    f"the broadcast shape {tuple(result.array.shape)}")
-            np.copyto(self.array, result.array, casting="unsafe") if isinstance(self.array, np.ndarray) \
-                else self.array.copy_from(result.array)
+            _dispatch.backend_of(self.array).copy_into(self.array, result.array)
             self._version.value += 1
         return self
 

@@ -16,10 +16,12 @@ iinfo = np.iinfo
 
 
 def is_floating_point(input):
+    """Whether ``input``'s dtype is a floating-point type (float16, bfloat16, float32, float64)."""
     return _dtype.is_float(input.dtype)
 
 
 def is_signed(input):
+    """Whether ``input``'s dtype is signed (the floats and the signed integers)."""
     return input.dtype.kind in "fi" or input.dtype == _dtype.bfloat16
 
 
@@ -50,6 +52,7 @@ def can_cast(from_, to):
 
 
 def broadcast_shapes(*shapes):
+    """The shape the given shapes broadcast to (``torch.broadcast_shapes``), as a :class:`Size`."""
     from .tensor import Size
     return Size(np.broadcast_shapes(*[(s,) if isinstance(s, int) else tuple(s) for s in shapes]))
 
@@ -123,11 +126,13 @@ def meshgrid(*tensors, indexing="ij"):
 
 
 def atleast_1d(*tensors):
+    """Each tensor with at least one dimension (0-d ones become shape ``(1,)``); one tensor or a tuple."""
     r = tuple(t.reshape(1) if t.ndim == 0 else t for t in _flat_args(tensors))
     return r[0] if len(r) == 1 else r
 
 
 def atleast_2d(*tensors):
+    """Each tensor with at least two dimensions (0-d ones become ``(1, 1)``, 1-d ones ``(1, n)``)."""
     r = tuple(t.reshape(1, 1) if t.ndim == 0 else (t.unsqueeze(0) if t.ndim == 1 else t)
               for t in _flat_args(tensors))
     return r[0] if len(r) == 1 else r

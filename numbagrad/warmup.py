@@ -233,6 +233,7 @@ def run(workers=None, progress=True, tasks=None):
 
 
 def main(argv=None):
+    """``python -m numbagrad.warmup [--workers N] [--quiet]``: compile the common kernels into the cache."""
     ap = argparse.ArgumentParser(prog="python -m numbagrad.warmup", description=__doc__.split("\n\n")[0])
     ap.add_argument("--workers", type=int, default=None, help="worker processes (default: one per core)")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")

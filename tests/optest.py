@@ -309,30 +309,6 @@ def check_device(fn, ref, inputs, device="cuda", kwargs=None, dtypes=(np.float32
 
 
 # ---- CUDA kernel modules (tests/cuda): the launchers' contract and PTX --------------------------
-def check_launchers_mirror_cpu(cpu_mod, gpu_mod, names):
-    """Each ``gpu_mod._{name}_cuda`` takes the parameters of ``cpu_mod._{name}_cpu`` (a flat
-    kernel's serial twin, or a plain function), in the same order."""
-    import inspect
-    for name in names:
-        cpu = getattr(cpu_mod, f"_{name}_cpu")
-        cpu = getattr(getattr(cpu, "serial", None), "py_func", cpu)
-        gpu = getattr(gpu_mod, f"_{name}_cuda")
-        assert list(inspect.signature(gpu).parameters) == list(inspect.signature(cpu).parameters), name
-
-
-def check_kernels_compile_to_ptx(gpu_mod, count):
-    """Every kernel that ``gpu_mod`` registers (``count`` of them) compiles to PTX for each of
-    its example signatures (needs no GPU, but cannot run under the CUDA simulator)."""
-    from numba import cuda
-    from numbagrad.kernels.cuda._launch import REGISTRY
-    kernels = [k for k in REGISTRY if k.name.startswith(gpu_mod.__name__ + ".")]
-    assert len(kernels) == count
-    for k in kernels:
-        for sig in k.example_signatures():
-            ptx, _ = cuda.compile_ptx(k.fn, sig, cc=(8, 0))
-            assert ".entry" in ptx, (k.name, sig)
-
-
 def ng_torch_tensors(inputs, dtype):
     """``(numbagrad tensors, torch tensors)`` of the same values: floating inputs cast to
     ``dtype`` and requiring grad, the others (targets, labels) as they are."""

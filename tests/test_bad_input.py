@@ -569,7 +569,8 @@ row("cosine_similarity", lambda t: t.nn.functional.cosine_similarity(f32(t, 2, 3
 _trip = lambda t, s=(2, 3): (f32(t, *s), f32(t, *s, fill=0.1), f32(t, *s, fill=0.2))  # noqa: E731
 row("triplet_margin_loss", lambda t: t.nn.functional.triplet_margin_loss(*_trip(t)), None)
 row("triplet_margin_loss", lambda t: t.nn.functional.triplet_margin_loss(f32(t, 2, 3), f32(t, 2, 3), f32(t, 2, 4)),
-    RuntimeError, "triplet_margin_loss: shapes (2, 3) (float32), (2, 3) (float32), (2, 4) (float32) are not")
+    RuntimeError, "triplet_margin_loss: anchor of shape (2, 3) and positive of shape (2, 3) and negative of shape "
+    "(2, 4) are not broadcastable")
 row("triplet_margin_loss", lambda t: t.nn.functional.triplet_margin_loss(*_trip(t), margin=-1.0), ValueError,
     "triplet_margin_loss: margin must be greater than 0",
     torch=False)  # numbagrad refuses margin <= 0 as torch's triplet_margin_with_distance_loss does

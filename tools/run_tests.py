@@ -67,7 +67,7 @@ LOG_DIR = os.path.join(ROOT, "build", "test-logs")
 # emulation of their rounding), LBFGS and the schedulers' training runs, every ops test
 # (``check_op`` compares with torch wherever torch has the op) and the loss tests; minus
 # the tests that compare numbagrad with itself (serial/parallel twins) or spawn processes.
-AVX2_PATHS = ["tests/optim/test_optim_parity.py", "tests/optim/test_optim_adamx.py",
+AVX2_PATHS = ["tests/optim/test_optimizers.py", "tests/optim/test_optim_parity.py", "tests/optim/test_optim_adamx.py",
               "tests/optim/test_optim_adaptive.py", "tests/optim/test_optim_lbfgs.py",
               "tests/optim/test_optim_rounding.py", "tests/optim/test_lr_scheduler.py", "tests/ops",
               "tests/nn/test_loss_ctc.py", "tests/nn/test_loss_metric.py", "tests/nn/test_loss_pointwise.py",

@@ -34,8 +34,8 @@ _SUPPORTED = {"cpu": (_dtype.bfloat16, _dtype.float16), "cuda": (_dtype.float16,
 
 
 def _cuda_available():
-    from .. import cuda
-    return cuda.is_available()
+    from ..backend.dispatch import device_available
+    return device_available("cuda")
 
 
 def is_autocast_available(device_type):
@@ -131,8 +131,8 @@ def _cast_arrays(value, dtype):
     """Floating, non-float64 backend arrays in ``value`` (or a tuple/list/dict of them) cast
     to ``dtype``; everything else unchanged."""
     from ..backend import backend_of
-    from ..tensor import _ARRAY_TYPES
-    if isinstance(value, _ARRAY_TYPES):
+    from ..backend.dispatch import is_array
+    if is_array(value):
         d = value.dtype
         if _dtype.is_float(d) and d != _dtype.float64 and d != dtype:
             return backend_of(value).astype(value, dtype)

@@ -117,8 +117,8 @@ class GradScaler:
 
     Example
     -------
-    >>> scaler = ng.amp.GradScaler("cpu")
-    >>> for x, y in loader:
+    >>> scaler = ng.amp.GradScaler("cpu")  # doctest: +SKIP
+    >>> for x, y in loader:  # doctest: +SKIP
     ...     opt.zero_grad()
     ...     loss = F.cross_entropy(model(x), y)
     ...     scaler.scale(loss).backward()
@@ -133,8 +133,8 @@ class GradScaler:
         self._device = device
         self._enabled = bool(enabled)
         if self._enabled and device == "cuda":
-            from ..backend import cuda as _cb
-            if not _cb.available():
+            from ..backend.dispatch import device_available
+            if not device_available("cuda"):
                 warnings.warn(f"{_qualname(self)} is enabled, but CUDA is not available.  Disabling.",
                               stacklevel=2)
                 self._enabled = False
@@ -469,7 +469,7 @@ def _unscale_one(a, inv_scale, flag):
     """The unscale kernel over one gradient array ``a`` (copied to a contiguous buffer and
     back when strided)."""
     be = backend_of(a)
-    contiguous = a.flags.c_contiguous if isinstance(a, np.ndarray) else a.is_c_contiguous()
+    contiguous = a.flags.c_contiguous
     work = be.flat(a) if contiguous else be.contiguous(a).reshape(-1)
     _unscale_check(be, work, _one_tables(be, work.size), inv_scale, flag(be))
     if not contiguous:
@@ -492,25 +492,19 @@ def _unscale_check(be, grad, tables, inv_scale, found):
     only a NaN's payload may become the quiet NaN)."""
     kernel = be.kernel("amp", "unscale_check")
     dt = grad.dtype
-    if be.name != "cpu" or dt.kind == "f" and dt.itemsize > 2:
+    if not be.wide_dtypes or dt in be.kernel_dtypes:   # the kernel takes it (CUDA widens float16 itself)
         if dt == _BF16:
             raise TypeError(f"GradScaler.unscale_: bfloat16 gradients are supported on the CPU only, got one "
                             f"on {be.name} (shape {tuple(grad.shape)})")
         kernel(grad, *tables, inv_scale, found)   # CUDA widens float16 itself
         return
-    from ..kernels.cpu import convert as cv
     if tables[4][0::2].any():   # gsrc: the float32 copy holds every gradient in its slot
         raise AssertionError("GradScaler.unscale_: a 2-byte float gradient bucket read in place")
-    if dt == _BF16:
-        wide = cv.from_bf16(grad)
+    if dt in be.wide_dtypes:
+        wide = be.widen(grad)
         kernel(wide, *tables, inv_scale, found)
         if inv_scale != 1:                        # as the kernel: nothing stored for 1
-            cv._f32_to_bf16_cpu(wide.view(np.uint32), grad.view(np.uint16))
-    elif dt == np.float16:
-        wide = cv.from_f16(grad)
-        kernel(wide, *tables, inv_scale, found)
-        if inv_scale != 1:
-            cv._f32_to_f16_cpu(wide.view(np.uint32), grad.view(np.uint16))
+            be.narrow_into(wide, grad)
     else:
         raise TypeError(f"GradScaler.unscale_: gradients must be floating point, got dtype {dt} "
                         f"(shape {tuple(grad.shape)})")

@@ -14,6 +14,7 @@ _anomaly = _AnomalyState()
 
 
 def is_anomaly_enabled():
+    """Whether anomaly detection (``detect_anomaly``/``set_detect_anomaly``) is on."""
     return _anomaly.enabled
 
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from .._dtype import is_float as _is_float
 from ..backend import backend_of
+from ..backend import dispatch as _dispatch
 from .anomaly import _anomaly
 from .function import Function, check_kept_versions
 from . import saved as _saved_stats
@@ -107,7 +108,7 @@ def _hook_result(hook, r, g):
     tensor or has another shape, dtype or device (it would be broadcast into ``.grad``)."""
     name = getattr(hook, "__name__", type(hook).__name__)
     a = r.array if isinstance(r, Tensor) else r
-    if not isinstance(a, _tensor_mod._ARRAY_TYPES):
+    if not isinstance(a, _dispatch.ARRAY_TYPES):
         raise TypeError(f"expected Tensor, but hook '{name}' returned {type(r).__name__!r}")
     if a.shape != g.shape:
         raise RuntimeError(f"hook '{name}' has changed the size of value (was {list(g.shape)} got "
@@ -390,7 +391,7 @@ def _execute(tensors, grad_tensors, retain_graph, capture, only_leaves):
             wrapped = isinstance(g, Tensor)
             if wrapped:
                 g = g.array
-            elif not isinstance(g, _tensor_mod._ARRAY_TYPES):
+            elif not isinstance(g, _dispatch.ARRAY_TYPES):
                 g = np.asarray(g)  # NumPy ufuncs return scalars for 0-d arrays
             if anomaly:
                 _check_finite(node, i, g)
@@ -457,4 +458,3 @@ def _first_backend(grads):
 
 
 from ..tensor import Tensor  # noqa: E402
-from .. import tensor as _tensor_mod  # noqa: E402

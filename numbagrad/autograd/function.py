@@ -39,6 +39,7 @@ import weakref
 
 import numpy as np
 
+from ..backend import dispatch as _dispatch
 from .grad_mode import _state
 from .anomaly import _anomaly
 from . import saved as _saved_stats
@@ -387,7 +388,7 @@ def _bf16_forward(cls, ctx, args, arrays):
 
 def _bf16_round(o):
     """A float32 forward result as bfloat16 (other results unchanged)."""
-    if not isinstance(o, _ARRAY_TYPES):
+    if not isinstance(o, _dispatch.ARRAY_TYPES):
         o = np.asarray(o)
     return backend_of(o).astype(o, _BF16) if o.dtype == _F32 else o
 
@@ -429,14 +430,14 @@ def _bf16_widen_grad(g):
 def _bf16_round_grad(g):
     if isinstance(g, Tensor):  # a backward may return Tensors (the engine unwraps them)
         g = g.array
-    if not isinstance(g, _ARRAY_TYPES):
+    if not isinstance(g, _dispatch.ARRAY_TYPES):
         g = np.asarray(g)
     return g if g.dtype is _BF16 else backend_of(g).astype(g, _BF16)
 
 
 def _wrap_out(ctx, o, i):
     """Wrap output ``i`` of a recorded node: differentiable unless integer/bool or marked."""
-    if not isinstance(o, _ARRAY_TYPES):
+    if not isinstance(o, _dispatch.ARRAY_TYPES):
         o = np.asarray(o)  # NumPy ufuncs return scalars for 0-d inputs
     non_diff = ctx._non_diff
     if (o.dtype.kind not in "fc" and o.dtype is not _BF16) or (non_diff and any(o is nd for nd in non_diff)):
@@ -455,7 +456,7 @@ def _wrap_out(ctx, o, i):
 
 def _wrap_plain(o):
     t = Tensor.__new__(Tensor)
-    t.array = o if isinstance(o, _ARRAY_TYPES) else np.asarray(o)
+    t.array = o if isinstance(o, _dispatch.ARRAY_TYPES) else np.asarray(o)
     t.requires_grad = False
     t.grad = None
     t.grad_fn = None
@@ -466,6 +467,6 @@ def _wrap_plain(o):
     return t
 
 
-from ..tensor import Tensor, _Version, _ARRAY_TYPES, _as_array  # noqa: E402
+from ..tensor import Tensor, _Version, _as_array  # noqa: E402
 from ..backend import backend_of  # noqa: E402
 from .._dtype import bfloat16 as _BF16, float32 as _F32, is_float as _is_float  # noqa: E402

@@ -22,6 +22,7 @@ def is_grad_enabled():
 
 
 def is_inference_mode_enabled():
+    """Whether this thread is inside an ``inference_mode()`` region."""
     return _state.inference
 
 

@@ -90,12 +90,15 @@ def release(ctx):
 
 
 def current():
+    """Bytes held now by tensors saved for backward (``numbagrad.memory_stats()['current']``)."""
     return _totals[0]
 
 
 def peak():
+    """The most bytes held by tensors saved for backward since the last :func:`reset_peak`."""
     return _totals[1]
 
 
 def reset_peak():
+    """Restart the peak that :func:`peak` reports from the current total."""
     _totals[1] = _totals[0]

@@ -30,14 +30,14 @@ NOTICE_AFTER = 1.0
 
 
 def _key():
-    import numbagrad
+    from .. import __version__
     try:
         from importlib import metadata
         numba_version = metadata.version("numba")
     except Exception:  # noqa: BLE001 - metadata missing: the version numba reports
         import numba
         numba_version = numba.__version__
-    return f"{numbagrad.__version__}-numba{numba_version}-py{sys.version_info[0]}{sys.version_info[1]}"
+    return f"{__version__}-numba{numba_version}-py{sys.version_info[0]}{sys.version_info[1]}"
 
 
 def default_dir():

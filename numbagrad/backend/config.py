@@ -59,9 +59,8 @@ FASTMATH = _env_bool("NUMBAGRAD_FASTMATH", False)
 PARALLEL = _env_bool("NUMBAGRAD_PARALLEL", True)
 CACHE = _env_bool("NUMBAGRAD_CACHE", True)
 # A parallel launch costs ~2 us with the spin count above (~60 us when the workers had to
-# be woken). Measured on the perf workloads (2 cores, medians, ms) at thresholds 512K /
-# 128K / 64K / 32K elements: LeNet-5 step 4.41 / 4.14 / 3.80 / 3.79, tiny GPT 30.5 / 26.9 /
-# 27.0 / 28.1, MLP b128 2.94 / 2.87 / 2.92 / 2.86, LayerNorm 4096x1024 6.2 / 6.2 / - / 6.7.
+# be woken). 64K elements was the best threshold over the perf workloads (LeNet-5 step 3.80 ms
+# against 4.41 at 512K; the table: perf/README.md, "Measurement notes", backend/config.py).
 PARALLEL_THRESHOLD = _env_int("NUMBAGRAD_PARALLEL_THRESHOLD", 1 << 16)
 # Keep large freed buffers in the heap instead of returning them to the OS (glibc only):
 # a fresh 64 MiB NumPy result is otherwise mmap'ed and page-faulted on every op, which

@@ -12,31 +12,37 @@ Rule for what runs where (see ARCHITECTURE.md, "What runs where"):
   scatter-add, gather, dropout, fused optimizer updates, ...) -> @njit kernels, found by
   :meth:`CPUBackend.kernel` under ``numbagrad/kernels/cpu/<family>.py``.
 """
+import contextlib
 import importlib
 
 import numpy as np
 
 from ..device import CPU
 from . import config
+from .base import Backend
 from .dispatch import register_backend
 from ..kernels.cpu import _blas
+from ..kernels.cpu import _ptr
 from ..kernels.cpu import elementwise as _ew
 from ..kernels.cpu import convert as _cv
 from .._dtype import bfloat16 as _BF16
 
 _HALF, _F32 = np.dtype(np.float16), np.dtype(np.float32)
+_BLAS_DT = (np.float32, np.float64)
 _NO_NJIT = (_HALF, _BF16)  # 2-byte floats: no CPU @njit type (NumPy's/ml_dtypes' loops)
 
 
-class CPUBackend:
-    """Array primitives on NumPy arrays. The CUDA backend mirrors these names."""
+class CPUBackend(Backend):
+    """Array primitives on NumPy arrays (the contract: ``backend/base.py``)."""
 
     name = "cpu"
     device = CPU
     array_type = np.ndarray
-
-    def __init__(self):
-        self._kernels = {}
+    kernel_dtypes = frozenset((_F32, np.dtype(np.float64)))   # numba has no float16/bfloat16
+    wide_dtypes = frozenset((_HALF, _BF16))
+    zero_copy_grads = True   # the optimizer kernels read gradients through address tables
+    host_memory = True
+    ptr_of = _ptr._ptr_of
 
     # ---- kernels ---------------------------------------------------------------
     def kernel(self, family, name):
@@ -44,14 +50,76 @@ class CPUBackend:
 
         Every backend answers the same (family, name) with a callable taking the same
         arguments, so an op launches ``be.kernel("activation", "relu_fwd")(x, out)``
-        without knowing the device.
+        without knowing the device. ``name`` must be one of the family's
+        ``ENTRY_POINTS`` (see ``numbagrad/kernels/__init__.py``).
         """
         key = (family, name)
         k = self._kernels.get(key)
         if k is None:
             mod = importlib.import_module(f"numbagrad.kernels.cpu.{family}")
+            entry = getattr(mod, "ENTRY_POINTS", ())
+            if name not in entry:
+                raise ValueError(f"kernel: {name!r} is not an entry point of the CPU kernel family "
+                                 f"{family!r} (numbagrad/kernels/cpu/{family}.py: ENTRY_POINTS = {entry})")
             k = self._kernels[key] = getattr(mod, f"_{name}_cpu")
         return k
+
+    # ---- capabilities (see backend/base.py) -------------------------------------
+    @property
+    def blas_provider(self):
+        """``kernels/cpu/_blas.py``'s ``PROVIDER``, bound at its import."""
+        return _blas.PROVIDER
+
+    @staticmethod
+    def mm_into(a, b, out):
+        """``out = a @ b``: numbagrad's BLAS call (``kernels/cpu/_blas.py``: the GEMM split
+        over numba's threads, no BLAS thread left spinning) for C-contiguous float32/float64
+        operands of one dtype, NumPy's matmul otherwise."""
+        if (type(a) is np.ndarray and a.dtype in _BLAS_DT and a.dtype == b.dtype
+                and a.flags.c_contiguous and b.flags.c_contiguous):
+            return _blas.mm_into(a, b, out)
+        return np.matmul(a, b, out=out)
+
+    @staticmethod
+    def serial_blas():
+        """SciPy's private BLAS on one thread around a loop of :meth:`mm_into` calls (each
+        then runs in numba's threads, see ``kernels/cpu/_blas.py``)."""
+        return _blas.serial_private_blas()
+
+    @staticmethod
+    def rows(a):
+        """``list(a)``: the leading-axis views, sliced in C in one go."""
+        return list(a)
+
+    @staticmethod
+    def per_sample_conv(n):
+        """A batch of at least the thread count (and 2) with a private BLAS to call."""
+        return n >= 2 and n >= _blas.num_threads() and _blas.private_blas_available()
+
+    addr_of = staticmethod(_ptr._addr_of)   # ``a.ctypes.data``, ~0.2 us (``kernels/cpu/_ptr.py``)
+
+    @staticmethod
+    def host_table(a):
+        return a
+
+    @staticmethod
+    def widen(a):
+        """A float16/bfloat16 array as an exact float32 copy (``kernels/cpu/convert.py``)."""
+        if a.dtype == _BF16:
+            return _cv.from_bf16(a)
+        if a.dtype == _HALF:
+            return _cv.from_f16(a)
+        return Backend.widen(CPU_BACKEND, a)
+
+    @staticmethod
+    def narrow_into(wide, a):
+        """The float32 ``wide`` rounded to nearest even into the float16/bfloat16 ``a``."""
+        if a.dtype == _BF16:
+            _cv._f32_to_bf16_cpu(wide.view(np.uint32), a.view(np.uint16))
+        elif a.dtype == _HALF:
+            _cv._f32_to_f16_cpu(wide.view(np.uint32), a.view(np.uint16))
+        else:
+            Backend.narrow_into(CPU_BACKEND, wide, a)
 
     # ---- allocation and conversion ---------------------------------------------
     @staticmethod
@@ -122,6 +190,12 @@ class CPUBackend:
     def broadcast_to(a, shape):
         return np.broadcast_to(a, shape)
 
+    @staticmethod
+    def copy_into(dst, src):
+        np.copyto(dst, src, casting="unsafe")
+
+    signbit = staticmethod(np.signbit)
+
     # ---- elementwise -------------------------------------------------------------
     @staticmethod
     def _binary(ufunc, kern, a, b):
@@ -167,40 +241,6 @@ class CPUBackend:
             np.add(dst, src, out=dst, casting="unsafe")
         return dst
 
-    pow = staticmethod(np.power)
-    remainder = staticmethod(np.remainder)
-    exp = staticmethod(np.exp)
-    log = staticmethod(np.log)
-    sqrt = staticmethod(np.sqrt)
-    abs = staticmethod(np.abs)
-    sign = staticmethod(np.sign)
-    sin = staticmethod(np.sin)
-    cos = staticmethod(np.cos)
-    tanh = staticmethod(np.tanh)
-    log1p = staticmethod(np.log1p)
-    expm1 = staticmethod(np.expm1)
-    floor = staticmethod(np.floor)
-    ceil = staticmethod(np.ceil)
-    round = staticmethod(np.round)
-    trunc = staticmethod(np.trunc)
-    maximum = staticmethod(np.maximum)
-    minimum = staticmethod(np.minimum)
-    clip = staticmethod(np.clip)
-    where = staticmethod(np.where)
-    equal = staticmethod(np.equal)
-    not_equal = staticmethod(np.not_equal)
-    less = staticmethod(np.less)
-    less_equal = staticmethod(np.less_equal)
-    greater = staticmethod(np.greater)
-    greater_equal = staticmethod(np.greater_equal)
-    logical_and = staticmethod(np.logical_and)
-    logical_or = staticmethod(np.logical_or)
-    logical_not = staticmethod(np.logical_not)
-    logical_xor = staticmethod(np.logical_xor)
-    isnan = staticmethod(np.isnan)
-    isinf = staticmethod(np.isinf)
-    isfinite = staticmethod(np.isfinite)
-
     @staticmethod
     def all_finite(a):
         return bool(np.isfinite(a).all())
@@ -210,46 +250,8 @@ class CPUBackend:
     def sum(a, axis=None, keepdims=False, dtype=None):
         return np.sum(a, axis=axis, keepdims=keepdims, dtype=dtype)
 
-    prod = staticmethod(np.prod)
-    amax = staticmethod(np.max)
-    amin = staticmethod(np.min)
-    argmax = staticmethod(np.argmax)
-    argmin = staticmethod(np.argmin)
-    any = staticmethod(np.any)
-    all = staticmethod(np.all)
-
-    @staticmethod
-    def sum_to_shape(g, shape):
-        """Sum a broadcast gradient ``g`` back down to ``shape`` (the backward of broadcasting)."""
-        if g.shape == shape:
-            return g
-        lead = g.ndim - len(shape)
-        axes = tuple(range(lead)) + tuple(
-            i + lead for i, s in enumerate(shape) if s == 1 and g.shape[i + lead] != 1)
-        r = np.sum(g, axis=axes, keepdims=True) if axes else g
-        if lead:
-            r = r.reshape(r.shape[lead:])
-        return r.reshape(shape)
-
     # ---- linear algebra ----------------------------------------------------------
     matmul = staticmethod(_blas.matmul)
-
-    @staticmethod
-    def dot_t(a, b, trans_a=False, trans_b=False):
-        """``op(a) @ op(b)`` for 2-D arrays through BLAS, transposes as views."""
-        return _blas.matmul(a.T if trans_a else a, b.T if trans_b else b)
-
-    # ---- shape -------------------------------------------------------------------
-    reshape = staticmethod(np.reshape)
-    transpose = staticmethod(np.transpose)
-    concatenate = staticmethod(np.concatenate)
-    stack = staticmethod(np.stack)
-    pad = staticmethod(np.pad)
-    expand_dims = staticmethod(np.expand_dims)
-    squeeze = staticmethod(np.squeeze)
-    moveaxis = staticmethod(np.moveaxis)
-    take = staticmethod(np.take)
-    take_along_axis = staticmethod(np.take_along_axis)
 
 
 def _tune_malloc():
@@ -275,4 +277,4 @@ if config.REUSE_LARGE_ALLOCS:
 CPU_BACKEND = CPUBackend()
 register_backend(np.ndarray, "cpu", CPU_BACKEND)
 for _t in (np.float16, _BF16.type, np.float32, np.float64, np.int8, np.uint8, np.int16, np.int32, np.int64, np.bool_):
-    register_backend(_t, "cpu", CPU_BACKEND)  # NumPy scalars (0-d ufunc results)
+    register_backend(_t, "cpu", CPU_BACKEND, holds=False)  # NumPy scalars (0-d ufunc results)

@@ -24,7 +24,7 @@ import numbers
 import numpy as np
 
 from ..device import device as _device
-from .cpu import CPUBackend
+from .base import Backend
 from .dispatch import register_backend
 from .cuda_array import CudaArray, _contig_strides, _prod
 
@@ -74,6 +74,7 @@ def _init():
     _EW = elementwise
     MAXD = elementwise.MAXD
     _POOL = Pool(_cuda, _launch.SIM)
+    _launch.set_allocator(_alloc)   # launchers' scratch arrays from the pool (injected: kernels sit below)
 
 
 # ---- allocation ------------------------------------------------------------------------------------
@@ -794,28 +795,47 @@ FUNCTIONS = {
 
 
 # ---- the backend object ---------------------------------------------------------------------------------------
-class CUDABackend(CPUBackend):
-    """Array primitives on :class:`CudaArray` (see the module docstring)."""
+class CUDABackend(Backend):
+    """Array primitives on :class:`CudaArray` (see the module docstring; the contract:
+    ``backend/base.py``). The NumPy-named primitives come from the base class and run this
+    module's kernels through ``CudaArray``'s NumPy protocols (``FUNCTIONS``)."""
 
     name = "cuda"
     device = _device("cuda:0")
     array_type = CudaArray
     FUNCTIONS = FUNCTIONS
+    kernel_dtypes = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64))  # float16 widened inside
 
     def kernel(self, family, name):
         """The CUDA launcher ``_<name>_cuda`` of ``numbagrad/kernels/cuda/<family>.py``;
-        it takes the same arguments as the CPU kernel ``_<name>_cpu``."""
+        it takes the same arguments as the CPU kernel ``_<name>_cpu``. ``name`` must be one
+        of the family's ``ENTRY_POINTS`` (see ``numbagrad/kernels/__init__.py``); a CPU
+        entry point without a CUDA twin raises NotImplementedError."""
         import importlib
+        import importlib.util
         key = (family, name)
         k = self._kernels.get(key)
         if k is None:
             mod = importlib.import_module(f"numbagrad.kernels.cuda.{family}")
-            try:
-                k = getattr(mod, f"_{name}_cuda")
-            except AttributeError:
-                raise NotImplementedError(f"kernel {family}.{name} has no CUDA twin yet") from None
-            self._kernels[key] = k
+            entry = getattr(mod, "ENTRY_POINTS", ())
+            if name not in entry:
+                cpu = importlib.util.find_spec(f"numbagrad.kernels.cpu.{family}")
+                if cpu and name in getattr(importlib.import_module(cpu.name), "ENTRY_POINTS", ()):
+                    raise NotImplementedError(f"kernel {family}.{name} has no CUDA twin yet")
+                raise ValueError(f"kernel: {name!r} is not an entry point of the kernel family {family!r} "
+                                 f"(numbagrad/kernels/cuda/{family}.py: ENTRY_POINTS = {entry})")
+            k = self._kernels[key] = getattr(mod, f"_{name}_cuda")
         return k
+
+    # ---- capabilities (see backend/base.py) ------------------------------------------
+    @staticmethod
+    def mm_into(a, b, out):
+        return matmul(a, b, out)
+
+    @staticmethod
+    def rows(a):
+        """``a`` itself: indexing a device array gives its leading-axis views."""
+        return a
 
     # ---- allocation and conversion --------------------------------------------------
     @staticmethod
@@ -890,6 +910,12 @@ class CUDABackend(CPUBackend):
     def broadcast_to(a, shape):
         return a.broadcast_to(shape)
 
+    copy_into = staticmethod(assign)
+
+    def signbit(self, a):
+        """``copysign(1, a) < 0``: the sign bit, read through two elementwise kernels."""
+        return self.less(np.copysign(1.0, a), 0)
+
     # ---- elementwise -------------------------------------------------------------------
     def add(self, a, b):
         return elementwise(np.add, (a, b))
@@ -922,10 +948,7 @@ class CUDABackend(CPUBackend):
 
     sum = staticmethod(sum)
     where = staticmethod(where)
-
-    @staticmethod
-    def dot_t(a, b, trans_a=False, trans_b=False):
-        return matmul(a.T if trans_a else a, b.T if trans_b else b)
+    matmul = staticmethod(matmul)
 
     # ---- NumPy protocol entry points -------------------------------------------------------
     @staticmethod
@@ -1065,8 +1088,6 @@ def get_backend():
         be = CUDABackend()
         CudaArray._be = be
         register_backend(CudaArray, "cuda", be)
-        from ..tensor import _register_array_type
-        _register_array_type(CudaArray)
         CUDA_BACKEND = be
     return CUDA_BACKEND
 

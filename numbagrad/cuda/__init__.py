@@ -18,6 +18,7 @@ def device_count():
 
 
 def current_device():
+    """The index of the selected CUDA device: always 0 (numbagrad uses one device per process)."""
     return 0
 
 
@@ -55,10 +56,12 @@ def memory_allocated(device=None):
 
 
 def max_memory_allocated(device=None):
+    """Peak bytes held by CUDA tensors since the start or the last :func:`reset_peak_memory_stats`; 0 without CUDA."""
     return _pool().peak_allocated if _cb.CUDA_BACKEND is not None else 0
 
 
 def reset_peak_memory_stats(device=None):
+    """Restart the peak that :func:`max_memory_allocated` reports from the current allocation."""
     if _cb.CUDA_BACKEND is not None:
         p = _pool()
         p.peak_allocated = p.allocated
@@ -82,6 +85,7 @@ def synchronize(device=None):
 
 
 def get_device_name(device=None):
+    """The GPU's name (``'numba CUDA simulator'`` under the simulator); raises ``RuntimeError`` without CUDA."""
     if not _cb.available():
         raise RuntimeError(_cb.unavailable_reason())
     if _cb._L is not None and _cb._L.SIM:
@@ -115,6 +119,7 @@ def seed():
 
 
 def seed_all():
+    """Seed every GPU's generator with a random number: the same as :func:`seed` (one device)."""
     seed()
 
 

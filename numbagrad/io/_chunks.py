@@ -18,10 +18,12 @@ mismatch, 3 a read error.
 import ctypes
 
 import numpy as np
-from numba import carray, njit, types
+from numba import carray, types
 
-from ..backend import config
-from ..kernels.cpu._ptr import _ptr_of
+from ..backend.dispatch import backend_for_device
+from ..kernels._jit import nogil_jit
+
+_ptr_of = backend_for_device("cpu").ptr_of   # the host backend's address-to-pointer intrinsic
 
 _PREAD_SYM = "numbagrad_pread"
 
@@ -41,7 +43,7 @@ _J_OFFSET, _J_HEAD, _J_HEAD_LEN, _J_TAIL, _J_TAIL_LEN, _J_TRAILER, _J_SPILL, _J_
 _J_COLS = 8
 
 
-@njit(cache=config.CACHE, nogil=True, error_model="numpy")
+@nogil_jit
 def _fletcher32_blocks(data, s1, s2):
     """Fold the 16-bit words of ``data`` (1-D uint8, an even number of bytes, starting at a
     360-word block boundary of the checksummed bytes; an odd last byte is left to
@@ -66,7 +68,7 @@ def _fletcher32_blocks(data, s1, s2):
     return s1, s2
 
 
-@njit(cache=config.CACHE, nogil=True, error_model="numpy")
+@nogil_jit
 def _fletcher32_end(data, s1, s2):
     m32 = 0xFFFFFFFF
     n = data.size
@@ -80,7 +82,7 @@ def _fletcher32_end(data, s1, s2):
     return ((s2 << 16) | s1) & m32
 
 
-@njit(cache=config.CACHE, nogil=True, error_model="numpy")
+@nogil_jit
 def _fletcher32_cpu(data):
     """HDF5's fletcher32 (``H5_checksum_fletcher32``, the ``fletcher32`` filter's sums) of
     ``data``, a 1-D uint8 array; returns the uint32 value the filter appends to a chunk
@@ -98,7 +100,7 @@ def _fletcher32_cpu(data):
     return _fletcher32_end(data, s1, s2)
 
 
-@njit(cache=config.CACHE, nogil=True, error_model="numpy")
+@nogil_jit
 def _fletcher32_2(head, tail):
     """:func:`_fletcher32_cpu` of ``head`` followed by ``tail`` (two 1-D uint8 arrays,
     ``head.size`` a multiple of 720 bytes: whole 360-word blocks, so the block folds fall
@@ -116,7 +118,7 @@ _BLOCK = 720
 STATUS_TEXT = {1: "the file ends inside it", 2: "fletcher32 checksum mismatch", 3: "a read error"}
 
 
-@njit(cache=config.CACHE, nogil=True)
+@nogil_jit(error_model="python")
 def _read_all(fd, buf, offset):
     """Read all of ``buf`` (1-D uint8) at ``offset``: 0, 1 (end of file first) or 3 (error)."""
     done = 0
@@ -131,7 +133,7 @@ def _read_all(fd, buf, offset):
     return 0
 
 
-@njit(cache=config.CACHE, nogil=True)
+@nogil_jit(error_model="python")
 def _read_jobs(fd, jobs, status, lo, hi, piece):
     """Read and check the chunks ``jobs[lo:hi]`` (module docstring) in pieces of ``piece``
     bytes (a multiple of 720: whole fletcher32 blocks, each piece summed while it is still

@@ -903,8 +903,8 @@ class _Reader:
             m = m.get(saved, saved)
         target = saved if m is None else str(m)
         if target.startswith("cuda"):
-            from .. import cuda
-            if not cuda.is_available():
+            from ..backend.dispatch import device_available
+            if not device_available("cuda"):
                 raise RuntimeError(
                     f"numbagrad.load({self.name!r}): the tensor at key {_fmt_path(path)} was saved on {saved} and "
                     "CUDA is not available here; pass map_location='cpu'")

@@ -97,6 +97,9 @@ def structure_hash(named_parameters, named_buffers=(), architecture=None):
 
 
 def module_structure_hash(module):
+    """SHA-256 (hex) of ``module``'s architecture and the names and shapes of its parameters and
+    persistent buffers: what ``Module.save_checkpoint`` stores and ``load_checkpoint`` checks.
+    """
     return structure_hash(module.named_parameters(), _persistent_buffers(module), architecture(module))
 
 

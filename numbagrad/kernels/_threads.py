@@ -150,12 +150,8 @@ class AdaptiveKernel:
     def _serial_twin(self):
         s = self._serial
         if s is None:
-            from numba import njit
-            from ._jit import _renamed
-            opts = self.parallel.targetoptions
-            jit = njit(cache=config.CACHE, fastmath=opts.get("fastmath", False),
-                       error_model=opts.get("error_model", "numpy"))
-            s = self._serial = jit(_renamed(self.parallel.py_func, "_ser"))
+            from ._jit import serial_copy
+            s = self._serial = serial_copy(self.parallel, "_ser")
         return s
 
     def __getattr__(self, name):

@@ -96,16 +96,19 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
 
 
 def constant_(tensor, val):
+    """Fill ``tensor`` with ``val`` in place, outside autograd, and return it (``torch.nn.init.constant_``)."""
     tensor.array.fill(val)
     tensor._version.value += 1
     return tensor
 
 
 def ones_(tensor):
+    """Fill ``tensor`` with 1 in place and return it."""
     return constant_(tensor, 1.0)
 
 
 def zeros_(tensor):
+    """Fill ``tensor`` with 0 in place and return it."""
     return constant_(tensor, 0.0)
 
 

@@ -32,6 +32,15 @@ class Linear(Module):
     ``weight`` is ``(out_features, in_features)``; both it and ``bias`` start as
     U(-1/sqrt(in_features), 1/sqrt(in_features)) (PyTorch's default:
     ``kaiming_uniform_(a=sqrt(5))``), drawn from numbagrad's default generator.
+
+    >>> import numbagrad as ng
+    >>> layer = ng.nn.Linear(4, 2)
+    >>> layer
+    Linear(in_features=4, out_features=2, bias=True)
+    >>> layer(ng.randn(3, 4)).shape
+    (3, 2)
+    >>> [n for n, _ in layer.named_parameters()]
+    ['weight', 'bias']
     """
 
     def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):

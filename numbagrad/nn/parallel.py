@@ -77,8 +77,8 @@ class _Bucket:
         self.params = params
         self.dtype = params[0].array.dtype
         wide = self.dtype.itemsize == 2   # float16 / bfloat16: reduced in float32
-        cpu = type(params[0].array) is np.ndarray
-        self.staged = wide or not cpu     # .grad cannot be a view of the (host, float32) bucket
+        host = backend_of(params[0].array).host_memory
+        self.staged = wide or not host    # .grad cannot be a view of the (host, float32) bucket
         rdt = _F32 if wide else self.dtype
         sizes = [p.array.size for p in params]
         total = sum(sizes)
@@ -367,7 +367,7 @@ class DistributedDataParallel(Module):
                 continue
             dt = p.array.dtype
             host = backend_of(v).astype(v, dt) if v.dtype != dt else v.copy()
-            arr = backend_of(p.array).asarray(host) if type(p.array) is not np.ndarray else host
+            arr = backend_of(p.array).asarray(host)   # the CPU's is host itself
             if p.grad is not None and p.grad.array.shape == arr.shape and type(p.grad.array) is type(arr) \
                     and p.grad.array.dtype == dt and type(arr) is np.ndarray:
                 np.copyto(p.grad.array, arr)

@@ -15,8 +15,6 @@ import math
 import numbers
 import warnings
 
-import numpy as np
-
 from .. import _autocast_state
 from ..ops import rnn as _F
 from . import init
@@ -31,7 +29,7 @@ _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 def _autocast_on(input):
     """Whether an autocast region for ``input``'s device is open: then the LSTM and RNN
     sequence ops cast input and weights to one dtype themselves (``ops/_autocast.py``)."""
-    return _autocast_state.is_autocast_enabled("cpu" if type(input.array) is np.ndarray else "cuda")
+    return _autocast_state.is_autocast_enabled(input.device.type)
 
 
 class RNNBase(Module):

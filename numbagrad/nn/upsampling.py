@@ -22,6 +22,7 @@ class Upsample(Module):
 
 
 class UpsamplingNearest2d(Upsample):
+    """Nearest-neighbour 2-D upsampling to ``size`` or by ``scale_factor``: ``Upsample(mode='nearest')``."""
     def __init__(self, size=None, scale_factor=None):
         super().__init__(size, scale_factor, mode="nearest")
 

@@ -1,6 +1,7 @@
 """Differentiable ops: one module per family, each a set of ``Function`` subclasses
 followed by the public functions. Everything public is re-exported here and at the
-top level of ``numbagrad``."""
+top level of ``numbagrad``, except the loss families (``loss``, ``loss_pointwise``, ``ctc``,
+``loss_metric``), which are reached as in torch, through :mod:`numbagrad.nn.functional`."""
 from .elementwise import (add, sub, mul, div, true_divide, floor_divide, remainder, pow,  # noqa: F401
                           maximum, minimum, rsub, neg, negative, exp, exp2, expm1, log, log2,
                           log10, log1p, sqrt, rsqrt, abs, absolute, sign, square, reciprocal,

@@ -19,8 +19,6 @@ torch's ``cache_enabled``. Casts made under ``no_grad`` are not cached (they car
 """
 import functools
 
-import numpy as np
-
 from .. import _dtype
 from .._autocast_state import _tls
 from ..autograd.grad_mode import _state as _grad_mode
@@ -42,7 +40,7 @@ def _cast(t, dtype, device):
     d = t.dtype
     if d == dtype or d == _F64 or not _dtype.is_float(d):
         return t
-    if (type(t.array) is np.ndarray) != (device == "cpu"):
+    if t.device.type != device:
         return t
     if _tls.cache_enabled and t.requires_grad and t.grad_fn is None and d == _F32 and dtype != _F32 \
             and _grad_mode.enabled:  # a cast made under no_grad has no graph: never reuse it
@@ -68,10 +66,10 @@ def _cast_value(v, dtype, device):
 def _device_of(args, kwargs):
     for a in args:
         if isinstance(a, Tensor):
-            return "cpu" if type(a.array) is np.ndarray else "cuda"
+            return a.device.type
     for a in kwargs.values():
         if isinstance(a, Tensor):
-            return "cpu" if type(a.array) is np.ndarray else "cuda"
+            return a.device.type
     return "cpu"
 
 

@@ -56,20 +56,59 @@ def binary_operands(a, b, opname):
                     f"{type(a).__name__} and {type(b).__name__}")
 
 
-def broadcast_shape(opname, *shapes):
+def broadcast_shape(opname, *shapes, names=None, error=RuntimeError):
     """The shape that ``shapes`` broadcast to, or PyTorch's error naming the op, the first
-    mismatching sizes, the dimension (of the result) and every shape."""
+    mismatching sizes, the dimension (of the result) and every shape. With ``names`` (one per
+    shape: ``("input", "target")``) the error names each operand and its shape instead, and is
+    raised as ``error``."""
     n = max(len(s) for s in shapes)
     out = [1] * n
     for s in shapes:
         for i, d in enumerate(s, n - len(s)):
             if d != out[i] and d != 1 and out[i] != 1:
+                if names is not None:
+                    raise error(f"{opname}: " + " and ".join(f"{w} of shape {tuple(x)}" for w, x in zip(names, shapes))
+                                + " are not broadcastable")
                 raise RuntimeError(f"{opname}: The size of tensor a ({out[i]}) must match the size of "
                                    f"tensor b ({d}) at non-singleton dimension {i} (shapes "
                                    + ", ".join(str(tuple(x)) for x in shapes) + ")")
             if d != 1:
                 out[i] = d
     return tuple(out)
+
+
+def same_device(opname, *ts):
+    """Raise PyTorch's error unless the Tensors ``ts`` (``None`` entries skipped) are on one device."""
+    ts = [t for t in ts if t is not None]
+    if len({type(t.array) for t in ts}) > 1:
+        raise RuntimeError(f"{opname}: expected all tensors to be on the same device, got "
+                           + ", ".join(f"{t.device} (shape {tuple(t.shape)})" for t in ts))
+
+
+def float_operands(opname, *ts, upcast_bfloat16=False):
+    """The Tensors ``ts`` in one floating dtype: the prologue of the ops whose kernels take
+    float32/float64. PyTorch's promotion among them; integer/bool operands take the default
+    float dtype; float16 is computed in float32 (no @njit type), and so is bfloat16 when
+    ``upcast_bfloat16`` (the losses; other ops keep it). Returns ``(tensors, back)``: ``back``
+    is the dtype to cast the result back to with :func:`cast_back` (float16), else None."""
+    from .shape import cast
+    d = ts[0].dtype
+    for t in ts[1:]:
+        d = _dtype.promote(d, t.dtype)
+    if not _dtype.is_float(d) or (upcast_bfloat16 and d == _dtype.bfloat16):
+        d = _dtype.get_default_dtype() if d != _dtype.bfloat16 else _dtype.float32
+    back = None
+    if d == _dtype.float16:
+        back, d = d, _dtype.float32
+    return [cast(t, d) if t.dtype != d else t for t in ts], back
+
+
+def cast_back(out, back):
+    """``out`` cast to ``back`` (the dtype :func:`float_operands` computed away from), or itself."""
+    if back is None:
+        return out
+    from .shape import cast
+    return cast(out, back)
 
 
 def _result_dtype(t, s, opname):

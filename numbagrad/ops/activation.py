@@ -16,13 +16,10 @@ so inputs of +-1e4 give finite values and gradients. Gradients at kinks follow P
 (relu'(0) = 0, leaky_relu'(0) = slope, hardtanh passes the gradient only strictly
 inside ``(min_val, max_val)``, elu uses its negative branch at 0).
 """
-import numpy as np
-
-from .. import _dtype
 from ..autograd.function import Function
 from ..backend import backend_of
 from ..tensor import Tensor
-from ._util import as_tensor_arg, wrap_dim
+from ._util import as_tensor_arg, cast_back, float_operands, wrap_dim
 
 __all__ = ["relu", "relu_", "relu6", "leaky_relu", "leaky_relu_", "elu", "elu_", "selu", "selu_",
            "celu", "celu_", "gelu", "silu", "sigmoid", "sigmoid_", "tanh", "tanh_", "softplus",
@@ -36,13 +33,14 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 class _Activation(Function):
     """A unary activation ``y = f(x; *params)`` run by the ``activation`` kernels.
 
-    Subclasses set ``kernel`` (the kernel stem: ``<kernel>_fwd`` / ``<kernel>_bwd``) and
-    ``saves``: which of ``x`` and ``y`` the backward kernel reads, in its argument order.
+    Subclasses set ``fwd_kernel`` / ``bwd_kernel`` (entry points of the ``activation``
+    kernel family, e.g. ``"relu_fwd"`` / ``"relu_bwd"``) and ``saves``: which of ``x`` and
+    ``y`` the backward kernel reads, in its argument order.
     Extra arguments of ``apply`` are scalar parameters, cast to the input's dtype and
     passed to both kernels after the arrays.
     """
 
-    kernel = None
+    fwd_kernel = bwd_kernel = None
     saves = "x"
 
     @staticmethod
@@ -51,7 +49,7 @@ class _Activation(Function):
         dt = x.dtype.type
         p = tuple(dt(v) for v in params)
         out = be.empty(x.shape, x.dtype)
-        be.kernel("activation", ctx.kernel + "_fwd")(be.flat(x), *p, out.reshape(-1))
+        be.kernel("activation", ctx.fwd_kernel)(be.flat(x), *p, out.reshape(-1))
         ctx.params = p
         s = ctx.saves
         ctx.save_for_backward(*(x if c == "x" else out for c in s))
@@ -62,31 +60,32 @@ class _Activation(Function):
         be = backend_of(g)
         saved = ctx.saved_tensors
         gx = be.empty(g.shape, g.dtype)
-        be.kernel("activation", ctx.kernel + "_bwd")(
+        be.kernel("activation", ctx.bwd_kernel)(
             be.flat(g), *(be.flat(s) for s in saved), *ctx.params, gx.reshape(-1))
         return (gx,) + (None,) * len(ctx.params)
 
 
-def _fn(name, kernel, saves):
-    cls = type(name, (_Activation,), {"kernel": kernel, "saves": saves, "__slots__": ()})
+def _fn(name, fwd_kernel, bwd_kernel, saves):
+    cls = type(name, (_Activation,), {"fwd_kernel": fwd_kernel, "bwd_kernel": bwd_kernel, "saves": saves,
+                                      "__slots__": ()})
     cls.__qualname__ = name
     return cls
 
 
-Relu = _fn("Relu", "relu", "y")
-LeakyRelu = _fn("LeakyRelu", "leaky_relu", "x")
-Hardtanh = _fn("Hardtanh", "hardtanh", "x")
-Hardsigmoid = _fn("Hardsigmoid", "hardsigmoid", "x")
-Hardswish = _fn("Hardswish", "hardswish", "x")
-Softsign = _fn("Softsign", "softsign", "x")
-Sigmoid = _fn("Sigmoid", "sigmoid", "y")
-Tanh = _fn("Tanh", "tanh", "y")
-Silu = _fn("Silu", "silu", "x")
-Softplus = _fn("Softplus", "softplus", "x")
-Mish = _fn("Mish", "mish", "x")
-Elu = _fn("Elu", "elu", "xy")
-Gelu = _fn("Gelu", "gelu", "x")
-GeluTanh = _fn("GeluTanh", "gelu_tanh", "x")
+Relu = _fn("Relu", "relu_fwd", "relu_bwd", "y")
+LeakyRelu = _fn("LeakyRelu", "leaky_relu_fwd", "leaky_relu_bwd", "x")
+Hardtanh = _fn("Hardtanh", "hardtanh_fwd", "hardtanh_bwd", "x")
+Hardsigmoid = _fn("Hardsigmoid", "hardsigmoid_fwd", "hardsigmoid_bwd", "x")
+Hardswish = _fn("Hardswish", "hardswish_fwd", "hardswish_bwd", "x")
+Softsign = _fn("Softsign", "softsign_fwd", "softsign_bwd", "x")
+Sigmoid = _fn("Sigmoid", "sigmoid_fwd", "sigmoid_bwd", "y")
+Tanh = _fn("Tanh", "tanh_fwd", "tanh_bwd", "y")
+Silu = _fn("Silu", "silu_fwd", "silu_bwd", "x")
+Softplus = _fn("Softplus", "softplus_fwd", "softplus_bwd", "x")
+Mish = _fn("Mish", "mish_fwd", "mish_bwd", "x")
+Elu = _fn("Elu", "elu_fwd", "elu_bwd", "xy")
+Gelu = _fn("Gelu", "gelu_fwd", "gelu_bwd", "x")
+GeluTanh = _fn("GeluTanh", "gelu_tanh_fwd", "gelu_tanh_bwd", "x")
 
 
 class Logsigmoid(Function):
@@ -111,24 +110,9 @@ class Logsigmoid(Function):
 
 
 # ---- dtype handling and the public functions ----------------------------------------------------
-def _float_input(input, name):
-    """(tensor to compute on, dtype to return in): ints -> default float, float16 -> float32."""
-    from .shape import cast
-    x = as_tensor_arg(input, name)
-    d = x.dtype
-    if d.kind != "f" and not _dtype.is_float(d):
-        return cast(x, _dtype.get_default_dtype()), None
-    if d == np.float16:
-        return cast(x, _dtype.float32), d
-    return x, None
-
-
 def _run(cls, input, name, *params, inplace=False):
-    x, back = _float_input(input, name)
-    y = cls.apply(x, *params)
-    if back is not None:
-        from .shape import cast
-        y = cast(y, back)
+    (x,), back = float_operands(name, as_tensor_arg(input, name))
+    y = cast_back(cls.apply(x, *params), back)
     if inplace:
         if not isinstance(input, Tensor):
             raise TypeError(f"{name}: inplace=True needs a Tensor input")
@@ -142,6 +126,7 @@ def relu(input, inplace=False):
 
 
 def relu_(input):
+    """In-place :func:`relu`: ``max(input, 0)`` written into ``input``, which is returned."""
     return relu(input, inplace=True)
 
 
@@ -156,6 +141,7 @@ def leaky_relu(input, negative_slope=0.01, inplace=False):
 
 
 def leaky_relu_(input, negative_slope=0.01):
+    """In-place :func:`leaky_relu`."""
     return leaky_relu(input, negative_slope, inplace=True)
 
 
@@ -167,6 +153,7 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
 
 
 def hardtanh_(input, min_val=-1.0, max_val=1.0):
+    """In-place :func:`hardtanh`."""
     return hardtanh(input, min_val, max_val, inplace=True)
 
 
@@ -191,6 +178,7 @@ def sigmoid(input):
 
 
 def sigmoid_(input):
+    """In-place :func:`sigmoid`: ``1 / (1 + exp(-input))`` written into ``input``."""
     return _run(Sigmoid, input, "sigmoid", inplace=True)
 
 
@@ -200,6 +188,7 @@ def tanh(input):
 
 
 def tanh_(input):
+    """In-place :func:`tanh`."""
     return _run(Tanh, input, "tanh", inplace=True)
 
 
@@ -231,6 +220,7 @@ def elu(input, alpha=1.0, inplace=False):
 
 
 def elu_(input, alpha=1.0):
+    """In-place :func:`elu`."""
     return elu(input, alpha, inplace=True)
 
 
@@ -240,6 +230,7 @@ def selu(input, inplace=False):
 
 
 def selu_(input):
+    """In-place :func:`selu`."""
     return selu(input, inplace=True)
 
 
@@ -251,6 +242,7 @@ def celu(input, alpha=1.0, inplace=False):
 
 
 def celu_(input, alpha=1.0):
+    """In-place :func:`celu`."""
     return celu(input, alpha, inplace=True)
 
 
@@ -287,6 +279,7 @@ def threshold(input, threshold, value, inplace=False):
 
 
 def threshold_(input, threshold, value):
+    """In-place :func:`threshold`: elements ``<= threshold`` become ``value``."""
     return _run(Threshold, input, "threshold", threshold, value, inplace=True)
 
 

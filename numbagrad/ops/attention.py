@@ -28,14 +28,11 @@ takes per-head strided views of them (no copy), writes the attention output stra
 token order ``(L, B, E)`` (so the output projection needs no transpose copy), and writes
 ``dQ, dK, dV`` straight into one gradient buffer of the packed projection. Composing it
 from chunk/reshape/transpose nodes costs an extra gradient node per view and transpose
-copies of the output and its gradient. Measured (float32, batch 16, T 64, E 128, 4 heads, causal, one
-thread, forward + backward of the whole attention layer including both projections,
-median of 40 on a shared machine): 6.0 ms fused core, 7.2 ms composed from
-chunk/reshape/transpose + ``scaled_dot_product_attention``; in another run, best of 40,
-5.95 ms against PyTorch's ``nn.MultiheadAttention`` 6.6 ms. Inside the core (same shape):
-forward 1.0 ms (Q K^T 0.59, softmax kernel ~0.25, P V 0.3), backward 1.2 ms (four GEMMs
-0.19-0.31 each, softmax backward 0.27). NumPy's ``matmul`` takes the strided per-head
-views (and a strided ``out=``) straight to BLAS: copying them contiguous first was slower.
+copies of the output and its gradient: the fused core ran the whole layer (batch 16, T 64,
+E 128, 4 heads, causal, one thread, forward + backward) in 6.0 ms against 7.2 ms composed.
+NumPy's ``matmul`` takes the strided per-head views straight to BLAS, since copying them
+contiguous first was slower (the figures, torch's included: ``perf/README.md``,
+"Measurement notes", ``ops/attention.py``).
 
 Fully masked rows (no key may be attended) follow PyTorch 2.13: ``scaled_dot_product_attention``
 gives output 0 (and zero gradients); ``multi_head_attention_forward`` with
@@ -409,8 +406,7 @@ def _canonical_mask(mask, name, dtype):
         from .elementwise import where
         ninf = Tensor(np.array(-np.inf, dtype))
         zero = Tensor(np.array(0.0, dtype))
-        if not isinstance(mask.array, np.ndarray):
-            ninf, zero = ninf.to(mask.device), zero.to(mask.device)
+        ninf, zero = ninf.to(mask.device), zero.to(mask.device)   # no copy on the CPU
         return where(mask, ninf, zero)
     if not _dtype.is_float(mask.dtype):
         raise AssertionError(f"only bool and floating types of {name} are supported, got {mask.dtype}")

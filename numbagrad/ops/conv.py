@@ -37,31 +37,12 @@ A transposed convolution is the adjoint of the convolution with the same weight 
 the same kernels the other way round: forward ``y = col2im(W^T @ x_cm)`` (+ bias),
 backward ``cols = im2col(gy)``, ``gx = W @ cols``, ``gW^T = cols @ x_cm^T``.
 
-Measured (2 cores shared with other jobs, load average 2-4, so +-30%; float32,
-``Conv2d(16, 32, 3, padding=1)`` on 32x16x32x32, forward + backward of x, W, b; ms):
-
-==========================================================  ==================
-step                                                        min / median
-==========================================================  ==================
-im2col (parallel / serial twin)                             0.79 / 1.31
-forward GEMM 32x144 @ 144x32768                             2.37
-GEMM result -> NCHW + bias; gy -> channel-major             0.32; 0.31
-gW^T GEMM; gcols GEMM                                       2.28; 1.86
-col2im; bias grad                                           1.00; 0.20
-whole op, folded batch (chosen), numbagrad alone            12.3 / 13.2
-whole op, one-sample chunks, numbagrad alone                13.7 / 14.3
-torch 2.x (oneDNN) alone, same 2 threads                    4.2 / 4.4
-single thread, CPU time: torch / one-sample / folded        10.3 / 18.5 / 22.4
-==========================================================  ==================
-
-The GEMMs alone (6.5 ms) exceed torch's whole step: OpenBLAS's sgemm on these skinny
-shapes runs at ~140 GFLOP/s on 2 cores, oneDNN's direct kernels faster. One-sample chunks
-keep the columns in L2 and win single-threaded, but issue 3 BLAS calls per sample: with
-torch's OpenMP threads spinning in the same process a step took 1.25 s against 44 ms
-folded (every call waits for OpenBLAS's worker thread to be scheduled), so the default
-chunk is large (32 MiB of columns) and one GEMM covers the batch. A direct (no-im2col)
-numba kernel was estimated, not built: at ~1 vector FMA per cycle it would roughly tie
-the GEMM forward and needs three kernels per case (see the report).
+The batched path folds the batch into one GEMM (the default chunk is large, 32 MiB of
+columns) rather than issuing three BLAS calls per sample: one-sample chunks win
+single-threaded, but beside torch's spinning OpenMP threads in the same process a step took
+1.25 s against 44 ms folded. On ``Conv2d(16, 32, 3, padding=1)`` over 32x16x32x32 the GEMMs
+alone take 6.5 ms, more than torch's whole step (4.2 ms); the per-step table and the direct
+(no-im2col) kernel estimate are in ``perf/README.md`` ("Measurement notes", ``ops/conv.py``).
 
 float16 inputs are computed in float32 and cast back (no float16 in CPU njit kernels);
 bfloat16 ones likewise, through ``Function.apply``'s bfloat16 rule (the result and every
@@ -139,10 +120,7 @@ def _gemm_into(be, a3, b3, out4, bias):
 
 def _per_sample(be, n):
     """Whether this call takes the CPU's per-sample kernels (see the module docstring)."""
-    if not PER_SAMPLE or be.name != "cpu" or n < 2:
-        return False
-    from ..kernels.cpu._blas import num_threads, private_blas_available
-    return n >= num_threads() and private_blas_available()
+    return PER_SAMPLE and be.per_sample_conv(n)
 
 
 def _arr1(b):

@@ -151,11 +151,12 @@ class Remainder(Function):
                 be.sum_to_shape(be.mul(g, be.neg(be.floor(be.div(a, b)))), _shape(b)) if nb else None)
 
 
-def _binary(fn_cls, opname):
+def _binary(fn_cls, opname, doc):
     def op(a, b):
         a, b = binary_operands(a, b, opname)
         return fn_cls.apply(a, b)
-    op.__name__ = opname
+    op.__name__ = op.__qualname__ = opname
+    op.__doc__ = doc
     return op
 
 
@@ -197,6 +198,7 @@ def div(input, other, rounding_mode=None):
 
 
 def true_divide(input, other):
+    """``input / other`` (true division): an alias of :func:`div`."""
     return div(input, other)
 
 
@@ -208,6 +210,9 @@ def _no_int_zero(opname, b):
 
 
 def floor_divide(input, other):
+    """``input // other`` rounded toward minus infinity, as ``torch.floor_divide``; an integer
+    division by zero raises.
+    """
     a, b = binary_operands(input, other, "floor_divide")
     if (isinstance(a, Tensor) and a.dtype.kind in "iub") and not (isinstance(b, Tensor) and _isf(b.dtype)):
         aa = a.array if isinstance(a, Tensor) else a
@@ -234,11 +239,14 @@ def pow(input, exponent):
     return Pow.apply(a, b)
 
 
-maximum = _binary(Maximum, "maximum")
-minimum = _binary(Minimum, "minimum")
+maximum = _binary(Maximum, "maximum",
+                  "The elementwise maximum of ``input`` and ``other`` (NaN propagates), with broadcasting.")
+minimum = _binary(Minimum, "minimum",
+                  "The elementwise minimum of ``input`` and ``other`` (NaN propagates), with broadcasting.")
 
 
 def rsub(input, other):
+    """``other - input`` (the reversed subtraction)."""
     return sub(other, input)
 
 
@@ -322,6 +330,7 @@ absolute = abs
 
 
 def frac(input):
+    """The fractional part ``input - trunc(input)`` (sign of ``input``)."""
     return sub(input, trunc(input))
 
 
@@ -372,10 +381,12 @@ clip = clamp
 
 
 def clamp_min(input, min):
+    """``clamp(input, min=min)``: the elementwise maximum with ``min``."""
     return clamp(input, min=min)
 
 
 def clamp_max(input, max):
+    """``clamp(input, max=max)``: the elementwise minimum with ``max``."""
     return clamp(input, max=max)
 
 
@@ -445,19 +456,23 @@ logical_xor = _cmp("logical_xor", "logical_xor")
 
 
 def logical_not(input):
+    """Elementwise ``not input`` (nonzero is true), as a bool tensor."""
     input = as_tensor_arg(input, "logical_not")
     return Tensor._from_array(backend_of(input.array).logical_not(input.array))
 
 
 def isnan(input):
+    """A bool tensor, true where ``input`` is NaN."""
     return Tensor._from_array(backend_of(input.array).isnan(input.array))
 
 
 def isinf(input):
+    """A bool tensor, true where ``input`` is plus or minus infinity."""
     return Tensor._from_array(backend_of(input.array).isinf(input.array))
 
 
 def isfinite(input):
+    """A bool tensor, true where ``input`` is neither NaN nor infinite."""
     return Tensor._from_array(backend_of(input.array).isfinite(input.array))
 
 
@@ -467,11 +482,13 @@ def equal(input, other):
 
 
 def allclose(input, other, rtol=1e-5, atol=1e-8, equal_nan=False):
+    """Whether ``|input - other| <= atol + rtol * |other|`` holds everywhere (a Python bool)."""
     return bool(np.allclose(input.detach().numpy(), other.detach().numpy(), rtol=rtol, atol=atol,
                             equal_nan=equal_nan))
 
 
 def isclose(input, other, rtol=1e-5, atol=1e-8, equal_nan=False):
+    """A bool tensor, true where ``|input - other| <= atol + rtol * |other|``."""
     return Tensor._from_array(np.isclose(input.array, other.array, rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 

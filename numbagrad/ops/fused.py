@@ -19,47 +19,13 @@ the composed path (CPU @njit has no float16); bfloat16 on the CPU takes the fuse
 computed in float32 and rounded once, its saved arrays kept in bfloat16 (see
 :class:`LinearAct`). ``activation=None`` is bias-only.
 
-Measured here (2 cores shared with other jobs, load average 3-4 during every run, so
-the figures are noisy; float32, forward + backward with input, weight and bias gradients).
-
-The bias + activation work alone (what fusion changes; the GEMMs are the same calls in
-both paths), (4096, 1024) activations, 1 thread, best of 40, ms:
-
-==========  =====  ========  =====  ===========================================
-activation  fused  composed  ratio  fused passes fwd / bwd (+ NumPy ufunc)
-==========  =====  ========  =====  ===========================================
-relu        2.9    7.1       0.41   1 / 1
-tanh        4.0    6.9       0.57   1 + tanh / 1
-sigmoid     6.7    12.4      0.54   2 + exp / 1
-silu        10.2   15.3      0.67   2 + exp / 1 (sigmoid kept: no exp back)
-gelu        19.1   21.1      0.91   1 (erf_f32 in the loop) / 1 + exp
-gelu_tanh   10.2   12.8      0.80   2 + tanh / 2 + tanh
-==========  =====  ========  =====  ===========================================
-
-(The composed path: a broadcasting ``y + b`` into a new array, the activation op's
-kernels, and ``np.sum(gz, axis=0)`` for the bias gradient.) A single @njit loop calling
-libm instead of a ufunc pass was 3-50x slower per pass (sigmoid 24 vs 7.6 ms, tanh 98 vs
-2.0 ms, silu 25 vs 4.9 ms, gelu_tanh 65 vs 7.1 ms over 4M elements), so every
-transcendental stays a NumPy ufunc pass.
-
-Whole step (GEMMs included), best of 12-40, ms, ``numba``/OpenBLAS/torch on 2 threads:
-
-==================================  =====  ========  ============
-shape, activation                   fused  composed  torch
-==================================  =====  ========  ============
-(128, 512) x (512, 512), relu       1.30   1.31      1.75
-(128, 512) x (512, 512), gelu       1.48   1.45      1.83
-(128, 512) x (512, 512), silu       1.37   1.39      1.77
-(4096, 256) x (256, 1024), relu     45.2   43.9      86.2
-(4096, 256) x (256, 1024), gelu     54.9   68.0      63.5
-(4096, 256) x (256, 1024), silu     50.3   58.4      39.5
-==================================  =====  ========  ============
-
-The three GEMMs dominate both shapes (the bias + activation work is 2-20% of a step), so
-whole-step differences between the two numbagrad paths sit inside this machine's noise
-for the cheap activations; the elementwise figures above are the reliable comparison.
-Fusion never lost there, so every activation takes the fused path (``FUSED``) and, with
-one ``(M, N)`` buffer fewer per step for relu / tanh / sigmoid, it also saves memory.
+Fusion never lost on the bias + activation work, so every activation takes the fused path
+(``FUSED``): relu's bias + activation over (4096, 1024) activations takes 2.9 ms fused
+against 7.1 ms composed (1 thread). The three GEMMs dominate a whole step, so whole-step
+differences between the two paths sit in the noise; with one ``(M, N)`` buffer fewer per
+step for relu / tanh / sigmoid, fusion also saves memory. Every transcendental stays a
+NumPy ufunc pass (a libm call in an @njit loop was 3-50x slower). The tables:
+``perf/README.md``, "Measurement notes", ``ops/fused.py``.
 """
 import numpy as np
 
@@ -76,6 +42,14 @@ _F32 = _dtype.float32
 
 ACTIVATIONS = (None, "relu", "gelu", "gelu_tanh", "tanh", "sigmoid", "silu")
 _SAVES_OUTPUT = frozenset(("relu", "tanh", "sigmoid"))
+_KERNELS = {   # activation -> (forward, backward) entry points of the ``fused`` kernel family
+    "relu": ("bias_relu_fwd", "bias_relu_bwd"),
+    "gelu": ("bias_gelu_fwd", "bias_gelu_bwd"),
+    "gelu_tanh": ("bias_gelu_tanh_fwd", "bias_gelu_tanh_bwd"),
+    "tanh": ("bias_tanh_fwd", "bias_tanh_bwd"),
+    "sigmoid": ("bias_sigmoid_fwd", "bias_sigmoid_bwd"),
+    "silu": ("bias_silu_fwd", "bias_silu_bwd"),
+}
 FUSED = frozenset(ACTIVATIONS)
 """Activations that take the fused kernels; any other runs the composed ops (the
 benchmark decides: see the module docstring)."""
@@ -122,10 +96,10 @@ class LinearAct(Function):
             if act is None:
                 be.kernel("fused", "bias_fwd")(y, bb)
             elif act in _SAVES_OUTPUT:
-                be.kernel("fused", f"bias_{act}_fwd")(y, bb)
+                be.kernel("fused", _KERNELS[act][0])(y, bb)
             else:
                 out = be.empty((m, n), y.dtype)
-                be.kernel("fused", f"bias_{act}_fwd")(y, bb, out)
+                be.kernel("fused", _KERNELS[act][0])(y, bb, out)
                 # y now holds z = x w^T + b (gelu, gelu_tanh) or sigmoid(z) (silu, whose
                 # derivative s + out (1 - s) also reads the output)
                 if low is not None:
@@ -164,7 +138,7 @@ class LinearAct(Function):
                 be.kernel("fused", "bias_bwd")(g, part)
         else:
             gz = be.empty((m, n), g.dtype)
-            be.kernel("fused", f"bias_{act}_bwd")(g, *s, gz, part)
+            be.kernel("fused", _KERNELS[act][1])(g, *s, gz, part)
         gb = be.sum(part, axis=0) if want_gb else None
         gx = be.matmul(gz, w) if nx else None
         gw = be.matmul(gz.T, x) if nw else None
@@ -227,7 +201,7 @@ def linear_act(input, weight, bias=None, activation="relu"):
                            + ("" if bias is None else f", bias {bias.dtype}"))
     dt = x.dtype
     if (not _dtype.is_float(dt) or dt == _dtype.float16 or activation not in FUSED
-            or dt == _BF16 and type(x.array) is not np.ndarray):   # bfloat16: the CPU's kernels only
+            or dt == _BF16 and dt not in backend_of(x.array).wide_dtypes):   # bfloat16: through float32 copies
         return _composed(x, weight, bias, activation)
     lead = tuple(x.shape[:-1])
     x2 = x if x.ndim == 2 else x.reshape(-1, x.shape[-1])

@@ -955,6 +955,7 @@ def nonzero(input, as_tuple=False):
 
 
 def argwhere(input):
+    """The indices of the nonzero elements as an ``(n, ndim)`` int64 tensor: :func:`nonzero`."""
     return nonzero(input)
 
 

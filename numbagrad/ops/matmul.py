@@ -74,6 +74,7 @@ def matmul(input, other):
 
 @lower_precision
 def mm(input, mat2):
+    """Matrix product of two 2-D tensors (``torch.mm``; no broadcasting); autocast runs it in the lower precision."""
     if input.ndim != 2 or mat2.ndim != 2:
         raise RuntimeError(f"mm: expected 2-D tensors, got shapes {tuple(input.shape)} and {tuple(mat2.shape)}")
     return matmul(input, mat2)
@@ -81,6 +82,9 @@ def mm(input, mat2):
 
 @lower_precision
 def bmm(input, mat2):
+    """Batched matrix product of two 3-D tensors with equal batch size (``torch.bmm``); autocast runs
+    it in the lower precision.
+    """
     if input.ndim != 3 or mat2.ndim != 3 or input.shape[0] != mat2.shape[0]:
         raise RuntimeError(f"bmm: expected 3-D tensors with equal batch size, got shapes "
                            f"{tuple(input.shape)} and {tuple(mat2.shape)}")
@@ -88,12 +92,14 @@ def bmm(input, mat2):
 
 
 def dot(input, other):
+    """The inner product of two 1-D tensors (a 0-d tensor)."""
     if input.ndim != 1 or other.ndim != 1:
         raise RuntimeError(f"dot: expected 1-D tensors, got shapes {tuple(input.shape)} and {tuple(other.shape)}")
     return matmul.__wrapped__(input, other)  # not autocast-listed in torch: no cast
 
 
 def outer(input, vec2):
+    """The outer product of two 1-D tensors: ``out[i, j] = input[i] * vec2[j]``."""
     from .shape import unsqueeze
     if input.ndim != 1 or vec2.ndim != 1:
         raise RuntimeError(f"outer: expected 1-D tensors, got shapes {tuple(input.shape)} and {tuple(vec2.shape)}")

@@ -33,7 +33,7 @@ from .. import _dtype
 from ..autograd.function import Function
 from ..backend import backend_of
 from ..tensor import Tensor
-from ._util import as_tensor_arg
+from ._util import as_tensor_arg, cast_back
 
 __all__ = ["layer_norm", "rms_norm", "batch_norm", "group_norm", "instance_norm"]
 
@@ -127,13 +127,6 @@ def _param(p, x, opname, what, shape):
     return p
 
 
-def _finish(y, back):
-    if back is not None:
-        from .shape import cast
-        y = cast(y, back)
-    return y
-
-
 def _normalized_shape(normalized_shape):
     if isinstance(normalized_shape, (int, np.integer)):
         return (int(normalized_shape),)
@@ -176,7 +169,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     x, back = _float_input(x, "layer_norm")
     w = _param(weight, x, "layer_norm", "weight", shape)
     b = _param(bias, x, "layer_norm", "bias", shape)
-    return _finish(LayerNormFn.apply(x, w, b, math.prod(shape), True, float(eps)), back)
+    return cast_back(LayerNormFn.apply(x, w, b, math.prod(shape), True, float(eps)), back)
 
 
 def rms_norm(input, normalized_shape, weight=None, eps=None):
@@ -205,7 +198,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     w = _param(weight, x, "rms_norm", "weight", shape)
     if eps is None:
         eps = float(np.finfo(x.dtype).eps)
-    return _finish(LayerNormFn.apply(x, w, None, math.prod(shape), False, float(eps)), back)
+    return cast_back(LayerNormFn.apply(x, w, None, math.prod(shape), False, float(eps)), back)
 
 
 # ---- batch norm -------------------------------------------------------------------------------
@@ -361,7 +354,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         for t in (rm, rv):
             if t is not None:
                 t._bump_version()
-    return _finish(y, back)
+    return cast_back(y, back)
 
 
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
@@ -421,7 +414,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
             if t is not None:
                 np.copyto(t.array, np.mean(tt.reshape(N, C), axis=0), casting="unsafe")
                 t._bump_version()
-    return _finish(y.reshape(tuple(x.shape)), back)
+    return cast_back(y.reshape(tuple(x.shape)), back)
 
 
 # ---- group norm -------------------------------------------------------------------------------
@@ -489,4 +482,4 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     x, back = _float_input(x, "group_norm")
     w = _param(weight, x, "group_norm", "weight", (C,))
     b = _param(bias, x, "group_norm", "bias", (C,))
-    return _finish(GroupNormFn.apply(x, w, b, num_groups, float(eps)), back)
+    return cast_back(GroupNormFn.apply(x, w, b, num_groups, float(eps)), back)

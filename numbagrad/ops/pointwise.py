@@ -145,10 +145,12 @@ def _float(t):
 
 # ---- simple composites ------------------------------------------------------------------
 def deg2rad(input):
+    """Degrees to radians: ``input * pi / 180``."""
     return mul(_float(as_tensor_arg(input, "deg2rad")), math.pi / 180.0)
 
 
 def rad2deg(input):
+    """Radians to degrees: ``input * 180 / pi``."""
     return mul(_float(as_tensor_arg(input, "rad2deg")), 180.0 / math.pi)
 
 
@@ -219,14 +221,17 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
 
 
 def multiply(input, other):
+    """Alias of :func:`mul`."""
     return mul(input, other)
 
 
 def subtract(input, other, *, alpha=1):
+    """Alias of :func:`sub`: ``input - alpha * other``."""
     return sub(input, other, alpha=alpha)
 
 
 def divide(input, other, *, rounding_mode=None):
+    """Alias of :func:`div` (``rounding_mode`` ``None``, ``'trunc'`` or ``'floor'``)."""
     return div(input, other, rounding_mode=rounding_mode)
 
 
@@ -242,9 +247,9 @@ def heaviside(input, values):
 
 
 def signbit(input):
+    """A bool tensor, true where the sign bit is set (negative numbers and ``-0.0``)."""
     x = as_tensor_arg(input, "signbit")
-    return Tensor._from_array(np.signbit(x.array) if isinstance(x.array, np.ndarray)
-                              else backend_of(x.array).less(np.copysign(1.0, x.array), 0))
+    return Tensor._from_array(backend_of(x.array).signbit(x.array))
 
 
 # ---- two-argument functions with their own Function -----------------------------------------

@@ -42,7 +42,7 @@ from .. import _dtype
 from ..autograd.function import Function, keep_versions
 from ..backend import backend_of
 from ..tensor import Tensor
-from ._util import as_tensor_arg
+from ._util import as_tensor_arg, cast_back, float_operands
 
 __all__ = ["max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool1d",
            "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d", "lp_pool1d", "lp_pool2d"]
@@ -177,8 +177,8 @@ def _ints(v, n, name, arg, allow_empty=False):
 
 
 def _float_input(input, name, ndims):
-    """(tensor to compute on, dtype to cast the result back to or None)."""
-    from .shape import cast
+    """(tensor to compute on, dtype to cast the result back to or None): :func:`float_operands`
+    after the checks that integer inputs raise and the rank is right."""
     x = as_tensor_arg(input, name)
     d = x.dtype
     if not _dtype.is_float(d):
@@ -188,9 +188,8 @@ def _float_input(input, name, ndims):
     if not lo <= x.ndim <= hi or any(s == 0 for s in x.shape[1:]) or (x.ndim == lo and x.shape[0] == 0):
         raise RuntimeError(f"{name}: expected a {lo}D or {hi}D (batch mode) tensor with optional 0 dim "
                            f"batch size for input, but got {_desc(x)}")
-    if d == np.float16:
-        return cast(x, np.dtype(np.float32)), d
-    return x, None
+    (x,), back = float_operands(name, x)
+    return x, back
 
 
 def _returned_indices(y, idx):
@@ -200,13 +199,6 @@ def _returned_indices(y, idx):
     t = Tensor._from_array(backend_of(idx).copy(idx))
     keep_versions(y, t)
     return t
-
-
-def _finish(y, back):
-    if back is not None:
-        from .shape import cast
-        y = cast(y, back)
-    return y
 
 
 def _out_size(n, k, s, p, d, ceil_mode):
@@ -269,7 +261,7 @@ def _max_pool(name, nsp, input, kernel_size, stride, padding, dilation, ceil_mod
     k, s, p, d = _as2d(k, nsp, 1), _as2d(s, nsp, 1), _as2d(p, nsp, 0), _as2d(d, nsp, 1)
     params = (k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1])
     box = [] if return_indices else None
-    y = _finish(MaxPool2dFn.apply(x, _geo(x, nsp, o), params, box), back)
+    y = cast_back(MaxPool2dFn.apply(x, _geo(x, nsp, o), params, box), back)
     if return_indices:
         return y, _returned_indices(y, box[0])
     return y
@@ -285,7 +277,7 @@ def _avg_pool(name, nsp, input, kernel_size, stride, padding, ceil_mode, count_i
             raise RuntimeError(f"{name}: divisor must be not zero")
     k, s, p = _as2d(k, nsp, 1), _as2d(s, nsp, 1), _as2d(p, nsp, 0)
     params = (k[0], k[1], s[0], s[1], p[0], p[1], int(bool(count_include_pad)), div)
-    return _finish(AvgPool2dFn.apply(x, _geo(x, nsp, o), params), back)
+    return cast_back(AvgPool2dFn.apply(x, _geo(x, nsp, o), params), back)
 
 
 def _adaptive_size(name, x, nsp, output_size):
@@ -308,9 +300,9 @@ def _adaptive(name, nsp, input, output_size, fn, return_indices=False):
     o = _adaptive_size(name, x, nsp, output_size)
     geo = _geo(x, nsp, o)
     if fn is AdaptiveAvgPool2dFn:
-        return _finish(fn.apply(x, geo), back)
+        return cast_back(fn.apply(x, geo), back)
     box = [] if return_indices else None
-    y = _finish(fn.apply(x, geo, box), back)
+    y = cast_back(fn.apply(x, geo, box), back)
     if return_indices:
         return y, _returned_indices(y, box[0])
     return y

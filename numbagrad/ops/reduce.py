@@ -125,6 +125,9 @@ class _StdSqrt(Function):
 
 
 def std(input, dim=None, unbiased=None, keepdim=False, correction=None):
+    """The standard deviation over ``dim``, with Bessel's correction unless ``correction=0`` (or
+    ``unbiased=False``), as ``torch.std``.
+    """
     input = as_tensor_arg(input, "std")
     if input.dtype == _dtype.bfloat16:
         return _via_float32(std, input, dim, unbiased, keepdim, correction)
@@ -135,10 +138,12 @@ def std(input, dim=None, unbiased=None, keepdim=False, correction=None):
 
 
 def var_mean(input, dim=None, unbiased=None, keepdim=False, correction=None):
+    """``(var(input, ...), mean(input, ...))`` over the same ``dim`` in one call."""
     return var(input, dim, unbiased, keepdim, correction), mean(input, dim, keepdim)
 
 
 def std_mean(input, dim=None, unbiased=None, keepdim=False, correction=None):
+    """``(std(input, ...), mean(input, ...))`` over the same ``dim`` in one call."""
     return std(input, dim, unbiased, keepdim, correction), mean(input, dim, keepdim)
 
 
@@ -172,6 +177,9 @@ class Prod(Function):
 
 @fp32
 def prod(input, dim=None, keepdim=False, dtype=None):
+    """The product of the elements over ``dim`` (all of them by default), as ``torch.prod``; autocast
+    runs it in float32.
+    """
     input = as_tensor_arg(input, "prod")
     if dtype is not None:
         input = input.to(dtype)
@@ -282,11 +290,13 @@ def min(input, dim=None, keepdim=False):
 
 
 def amax(input, dim=None, keepdim=False):
+    """The maximum over ``dim`` (one int or several; all of them by default), as ``torch.amax``."""
     input = as_tensor_arg(input, "amax")
     return _Extreme.apply(input, _axes_or_all(dim, input, "amax"), keepdim)
 
 
 def amin(input, dim=None, keepdim=False):
+    """The minimum over ``dim`` (one int or several; all of them by default), as ``torch.amin``."""
     input = as_tensor_arg(input, "amin")
     return _Amin.apply(input, _axes_or_all(dim, input, "amin"), keepdim)
 
@@ -316,6 +326,7 @@ def argmax(input, dim=None, keepdim=False):
 
 
 def argmin(input, dim=None, keepdim=False):
+    """The index of the minimum over ``dim`` (of the flattened tensor when ``dim`` is ``None``)."""
     return _arg(input, dim, keepdim, "argmin", "argmin")
 
 
@@ -424,6 +435,7 @@ def normalize(input, p=2.0, dim=1, eps=1e-12):
 
 
 def all(input, dim=None, keepdim=False):
+    """Whether every element is nonzero, over ``dim`` (all of them by default), as a bool tensor."""
     input = as_tensor_arg(input, "all")
     axes = None if dim is None else norm_axis(dim, input.ndim, "all")
     be = backend_of(input.array)
@@ -431,6 +443,7 @@ def all(input, dim=None, keepdim=False):
 
 
 def any(input, dim=None, keepdim=False):
+    """Whether any element is nonzero, over ``dim`` (all of them by default), as a bool tensor."""
     input = as_tensor_arg(input, "any")
     axes = None if dim is None else norm_axis(dim, input.ndim, "any")
     be = backend_of(input.array)
@@ -450,5 +463,6 @@ class CumSum(Function):
 
 
 def cumsum(input, dim):
+    """The cumulative sum along ``dim``."""
     input = as_tensor_arg(input, "cumsum")
     return CumSum.apply(input, wrap_dim(dim, input.ndim, "cumsum"))

@@ -27,24 +27,14 @@ outputs along the feature axis; dropout (training only) sits between layers, as 
 PyTorch. LSTM projections (``proj_size``): the layer keeps the unprojected ``o * tanh(c)``
 of every step and adds one GEMM per step each way, and one for ``dW_hr`` at the end.
 
-Measured (LSTM 64->128, T=50, B=32, float32, 2 threads, shared 2-core machine, medians):
-one training step of ``perf/test_bench_lstm.py`` 8.9 ms (torch 6.4 ms in the same run);
-LSTM forward ~3.9 ms, backward ~4.6 ms. Of these the 100 per-step GEMMs are ~3.9 ms
-(OpenBLAS, 2 threads: 34 us for ``h @ W_hh^T``, 43 us for ``dgates @ W_hh``, which does not
-gain from the second thread; torch's MKL does both in 24 us), the cell kernels ~0.9 ms
-(14 us + 4 us a step), the one-shot GEMMs (``X W_ih^T``, ``dW_ih``, ``dW_hh``) ~1.5 ms.
-Per-step choices, each measured: a contiguous copy of ``W_hh^T`` (forward step GEMM 34 us
-vs 45 us with the transposed view; the copy costs 68 us once); the activated gates written
-over the input projection ``XG`` in place (no cold (T, B, 4H) buffer; ~2 us a step); the
-biases folded into the projection GEMM (see :func:`_input_proj`); bias gradients as a
-``ones @ dG`` GEMM (see :func:`_colsum`); per-step views built once, outside the loops.
-Together these took the step from 11.9 to 11.1 ms with 1 thread and from ~9.1 to ~8.9 ms
-with 2 (within the noise of this shared machine). Tried and dropped: a unit-major layout
-(states as ``(H, B)``, GEMM ``W_hh @ h^T``: 22/25 us per step GEMM) lost more in the cell
-kernels, whose strided per-step views stopped vectorising (pre-activation pass 8.7 us vs
-2.2 us); the whole time loop in one @njit function with ``np.dot`` (numba's BLAS is
-SciPy's OpenBLAS, whose thread pool fights NumPy's: 42 ms a step); the per-step GEMM in
-other BLAS layouts (``dgates @ W_hh`` 43 us NN, 50 us TN, 52 us NT).
+Per-step choices, each kept because it measured faster: a contiguous copy of ``W_hh^T``,
+the activated gates written over the input projection ``XG`` in place, the biases folded
+into the projection GEMM (:func:`_input_proj`), bias gradients as a ``ones @ dG`` GEMM
+(:func:`_colsum`), per-step views built once outside the loops. Tried and dropped: a
+unit-major ``(H, B)`` layout, the whole time loop in one @njit function, other BLAS
+layouts for the per-step GEMM. The number: one training step of ``perf/test_bench_lstm.py``
+(LSTM 64->128, T=50, B=32) takes 8.9 ms, torch 6.4 ms in the same run; the breakdown and
+the rejected variants' timings are in ``perf/README.md`` ("Measurement notes", ``ops/rnn.py``).
 
 Under CPU autocast, as torch 2.13's lists (checked op by op in ``tests/amp``): ``lstm``,
 ``rnn_tanh``, ``rnn_relu`` and the Elman cells ``rnn_tanh_cell``/``rnn_relu_cell`` run in
@@ -56,37 +46,29 @@ import numpy as np
 from .. import _dtype
 from ..autograd.function import Function
 from ..backend import backend_of
+from ..backend.dispatch import is_array
 from ..tensor import Tensor
 from ._autocast import lower_precision
 from ._util import as_tensor_arg
-from ..kernels.cpu._blas import mm_into as _mm_into, serial_private_blas
 
 __all__ = ["lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell", "lstm", "gru", "rnn_tanh",
            "rnn_relu"]
 
-_BLAS_DT = (np.float32, np.float64)
-
-
-def _mm(a, b, out):
-    """``out = a @ b`` into a preallocated buffer: numbagrad's BLAS call on the CPU
-    (``kernels/cpu/_blas.py``: the step GEMM split over numba's threads, 33 us for the
-    benchmark's 32x128 @ 128x512 against 34 us in NumPy's OpenBLAS, and no BLAS thread
-    left spinning), NumPy's matmul otherwise (CUDA arrays dispatch to the GEMM kernel)."""
-    if (type(a) is np.ndarray and a.dtype in _BLAS_DT and a.dtype == b.dtype
-            and a.flags.c_contiguous and b.flags.c_contiguous):
-        return _mm_into(a, b, out)
-    return np.matmul(a, b, out=out)
-
 
 def _serial_blas(fn):
-    """A layer's forward/backward with SciPy's private BLAS on one thread around the whole
-    time loop (each :func:`_mm` then runs in numba's threads, see ``kernels/cpu/_blas.py``)."""
+    """A layer's forward/backward inside its backend's ``serial_blas()`` (the CPU: SciPy's
+    private BLAS on one thread around the whole time loop, each step GEMM ``be.mm_into``
+    then split over numba's threads: 33 us for the benchmark's 32x128 @ 128x512 against
+    34 us in NumPy's OpenBLAS, and no BLAS thread left spinning)."""
     import functools
 
     @functools.wraps(fn)
-    def run(*args):
-        with serial_private_blas():
-            return fn(*args)
+    def run(ctx, *args):
+        arr = next((a for a in args if is_array(a)), None)
+        if arr is None:
+            return fn(ctx, *args)
+        with backend_of(arr).serial_blas():
+            return fn(ctx, *args)
     return run
 
 
@@ -100,8 +82,8 @@ def _steps(T, reverse):
 def _seq(a, order, off=0):
     """[a[t + off] for t in order], the per-step views of a stacked buffer, made in one go
     (``list(a)`` slices in C) so the time loops only index Python lists."""
-    if isinstance(a, np.ndarray):
-        a = list(a)
+    if not isinstance(a, list):
+        a = backend_of(a).rows(a)
     return [a[t + off] for t in order]
 
 
@@ -189,7 +171,7 @@ class LSTMLayer(Function):
         if w_hr is None:
             # NOTE: per-step views built once (list(A) slices in C) and locals only in the loop:
             # ~1.5 us a step less than indexing the 3-D arrays in the loop.
-            mm = _mm
+            mm = be.mm_into
             hl, cl = _seq(Hs, range(T + 1)), _seq(Cs, range(T + 1))
             for at, tt, hp, cp, hn, cn in zip(_seq(ACT, order), _seq(TC, order), _seq(hl, order, sp),
                                               _seq(cl, order, sp), _seq(hl, order, so), _seq(cl, order, so)):
@@ -199,10 +181,10 @@ class LSTMLayer(Function):
             HR = be.empty((T, B, H), dt)     # the unprojected o * tanh(c), for dW_hr
             whrT = be.contiguous(w_hr.T)
             for t in order:
-                _mm(Hs[t + sp], whhT, out=hg)
+                be.mm_into(Hs[t + sp], whhT, hg)
                 at = ACT[t]
                 k(at, hg, Cs[t + sp], at, TC[t], Cs[t + so], HR[t])
-                _mm(HR[t], whrT, out=Hs[t + so])
+                be.mm_into(HR[t], whrT, Hs[t + so])
         y = Hs[so:so + T]
         last = 0 if reverse else T
         hn = be.copy(Hs[last])
@@ -232,7 +214,7 @@ class LSTMLayer(Function):
         last = order[0] if T else None
         GP = None
         if w_hr is None:
-            mm = _mm
+            mm = be.mm_into
             rev = order[::-1]
             n_mm = T if nh0 else T - 1      # the last step's dG @ W_hh only feeds dh0
             for i, (gyt, at, tt, cp, dgt) in enumerate(zip(_seq(gy, rev), _seq(ACT, rev), _seq(TC, rev),
@@ -247,11 +229,11 @@ class LSTMLayer(Function):
             zero = be.zeros((B, H), dt)
             for t in reversed(order):
                 np.add(gy[t], gh, out=GP[t])
-                _mm(GP[t], w_hr, out=graw)
+                be.mm_into(GP[t], w_hr, graw)
                 k(graw, zero, gc, ACT[t], TC[t], Cs[t + sp], dG[t], gc2)
                 gc, gc2 = gc2, gc
                 if t != last or nh0:
-                    _mm(dG[t], w_hh, out=gh)
+                    be.mm_into(dG[t], w_hh, gh)
         dG2 = dG.reshape(T * B, G)
         hprev2 = Hs[sp:sp + T].reshape(T * B, P)
         dx, dwih, dwhh, dbih, dbhh = _weight_grads(be, (nx, nwih, nwhh, nbih, nbhh), dG2, dG2, x2, hprev2,
@@ -286,7 +268,7 @@ class GRULayer(Function):
         Hs[T if reverse else 0] = _state0(be, h0, (B, H), dt)
         k = be.kernel("rnn", "gru_cell_fwd")
         whhT = be.contiguous(w_hh.T)
-        mm = _mm
+        mm = be.mm_into
         hl = _seq(Hs, range(T + 1))
         for xt, at, hp, hn in zip(_seq(XG, order), _seq(ACT, order), _seq(hl, order, sp),
                                   _seq(hl, order, so)):
@@ -317,7 +299,7 @@ class GRULayer(Function):
         dXG = be.empty((T, B, G), dt)
         dHG = be.empty((T, B, G), dt)
         k = be.kernel("rnn", "gru_cell_bwd")
-        mm = _mm
+        mm = be.mm_into
         add = np.add
         rev = order[::-1]
         n_mm = T if nh0 else T - 1      # the last step's dHG @ W_hh only feeds dh0
@@ -357,7 +339,7 @@ class RNNLayer(Function):
         k = be.kernel("rnn", "rnn_cell_fwd")
         whhT = be.contiguous(w_hh.T)
         for t in order:
-            _mm(Hs[t + sp], whhT, out=hg)
+            be.mm_into(Hs[t + sp], whhT, hg)
             k(XG[t], hg, nonlin, Hs[t + so])
         y = Hs[so:so + T]
         hn = be.copy(Hs[0 if reverse else T])
@@ -386,7 +368,7 @@ class RNNLayer(Function):
         for t in reversed(order):
             k(gy[t], gh, Hs[t + so], nonlin, dP[t])
             if t != last or nh0:
-                _mm(dP[t], w_hh, out=gh)
+                be.mm_into(dP[t], w_hh, gh)
         dP2 = dP.reshape(T * B, H)
         hprev2 = Hs[sp:sp + T].reshape(T * B, H)
         dx, dwih, dwhh, dbih, dbhh = _weight_grads(be, (nx, nwih, nwhh, nbih, nbhh), dP2, dP2, x2, hprev2,

@@ -69,4 +69,5 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
 
 
 def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False):
+    """In-place :func:`rrelu`."""
     return rrelu(input, lower, upper, training, inplace=True)

@@ -44,6 +44,7 @@ class ToDevice(Function):
 
 
 def to_device(input, dev):
+    """A copy of ``input`` on device ``dev``; the gradient flows back to the source device."""
     return ToDevice.apply(input, dev)
 
 
@@ -129,14 +130,17 @@ def _view_ok(shape, strides, new):
 
 
 def view_as(input, other):
+    """``input.view(other.shape)``."""
     return view(input, tuple(other.shape))
 
 
 def reshape_as(input, other):
+    """``input.reshape(other.shape)``."""
     return reshape(input, tuple(other.shape))
 
 
 def flatten(input, start_dim=0, end_dim=-1):
+    """Merge dimensions ``start_dim`` to ``end_dim`` into one."""
     nd = input.ndim
     s = wrap_dim(start_dim, nd, "flatten", "start_dim")
     e = wrap_dim(end_dim, nd, "flatten", "end_dim")
@@ -150,6 +154,7 @@ def flatten(input, start_dim=0, end_dim=-1):
 
 
 def unflatten(input, dim, sizes):
+    """Split dimension ``dim`` into ``sizes`` (one entry may be -1)."""
     shp = tuple(input.shape)
     dim = wrap_dim(dim, len(shp), "unflatten", scalar_ok=False)
     sizes = tuple(sizes)
@@ -161,6 +166,7 @@ def unflatten(input, dim, sizes):
 
 
 def squeeze(input, dim=None):
+    """Remove dimensions of size 1 (only ``dim``'s, when given)."""
     shp = tuple(input.shape)
     if dim is None:
         new = tuple(s for s in shp if s != 1)
@@ -171,6 +177,7 @@ def squeeze(input, dim=None):
 
 
 def unsqueeze(input, dim):
+    """Insert a dimension of size 1 at position ``dim``."""
     shp = list(input.shape)
     shp.insert(wrap_dim(dim, len(shp) + 1, "unsqueeze"), 1)
     return reshape(input, tuple(shp))
@@ -191,6 +198,7 @@ class Permute(Function):
 
 
 def permute(input, *dims):
+    """Reorder the dimensions as ``dims`` says (a view)."""
     dims = _shape_arg(dims)
     nd = input.ndim
     if len(dims) != nd:
@@ -205,6 +213,7 @@ def permute(input, *dims):
 
 
 def transpose(input, dim0, dim1):
+    """Swap dimensions ``dim0`` and ``dim1`` (a view)."""
     nd = input.ndim
     d0 = wrap_dim(dim0, nd, "transpose", "dim0")
     d1 = wrap_dim(dim1, nd, "transpose", "dim1")
@@ -219,12 +228,14 @@ swapaxes = transpose
 
 
 def t(input):
+    """Transpose a tensor of at most 2 dimensions (``torch.t``)."""
     if input.ndim > 2:
         raise RuntimeError(f"t: expects a tensor with <= 2 dimensions, got {input.ndim}")
     return transpose(input, 0, 1) if input.ndim == 2 else input
 
 
 def movedim(input, source, destination):
+    """Move dimensions ``source`` to positions ``destination``, keeping the others in order."""
     nd = input.ndim
     src = [source] if isinstance(source, (int, np.integer)) else list(source)
     dst = [destination] if isinstance(destination, (int, np.integer)) else list(destination)
@@ -277,14 +288,17 @@ def expand(input, *sizes):
 
 
 def expand_as(input, other):
+    """``input.expand(other.shape)``: a broadcast view."""
     return expand(input, tuple(other.shape))
 
 
 def broadcast_to(input, shape):
+    """``input`` broadcast to ``shape`` (a view, as ``input.expand``)."""
     return expand(input, tuple(shape))
 
 
 def broadcast_tensors(*tensors):
+    """The tensors broadcast against each other to one shape, as a tuple."""
     shape = broadcast_shape("broadcast_tensors", *(tuple(t.shape) for t in tensors))
     return tuple(expand(t, shape) for t in tensors)
 
@@ -300,6 +314,7 @@ class Contiguous(Function):
 
 
 def contiguous(input):
+    """``input`` itself when its array is C-contiguous, else a C-contiguous copy (gradient passes through)."""
     if input.array.flags.c_contiguous:
         return input
     return Contiguous.apply(input)
@@ -382,10 +397,12 @@ def stack(tensors, dim=0):
 
 
 def hstack(tensors):
+    """Concatenate along dimension 1 (dimension 0 for 1-D tensors), as ``torch.hstack``."""
     return cat(tensors, dim=0 if tensors[0].ndim == 1 else 1)
 
 
 def vstack(tensors):
+    """Stack row-wise: 1-D tensors become rows, then concatenate along dimension 0."""
     return cat([t if t.ndim > 1 else unsqueeze(t, 0) for t in tensors], dim=0)
 
 
@@ -412,6 +429,7 @@ class Slice(Function):
 
 
 def narrow(input, dim, start, length):
+    """The slice ``start:start + length`` of dimension ``dim`` (a view)."""
     if input.ndim == 0:
         raise RuntimeError("narrow: narrow() cannot be applied to a 0-dim tensor.")
     axis = wrap_dim(dim, input.ndim, "narrow")
@@ -458,6 +476,7 @@ def split(tensor, split_size_or_sections, dim=0):
 
 
 def chunk(input, chunks, dim=0):
+    """Split into ``chunks`` pieces along ``dim``, each ``ceil(size / chunks)`` long (the last may be shorter)."""
     if not isinstance(chunks, (int, np.integer)) or chunks <= 0:
         raise RuntimeError(f"chunk: expects `chunks` to be greater than 0, got: {chunks!r}")
     n = input.shape[wrap_dim(dim, input.ndim, "chunk", scalar_ok=False)]
@@ -466,6 +485,7 @@ def chunk(input, chunks, dim=0):
 
 
 def unbind(input, dim=0):
+    """The slices along ``dim`` as a tuple, with that dimension removed."""
     wrap_dim(dim, input.ndim, "unbind", scalar_ok=False)
     return tuple(squeeze(p, dim) for p in split(input, 1, dim))
 
@@ -642,6 +662,7 @@ class Flip(Function):
 
 
 def flip(input, dims):
+    """Reverse the order of the elements along ``dims`` (a copy)."""
     return Flip.apply(input, norm_axis(dims, input.ndim, "flip"))
 
 
@@ -659,6 +680,7 @@ class Roll(Function):
 
 
 def roll(input, shifts, dims=None):
+    """Shift the elements by ``shifts`` along ``dims``, wrapping around (the flattened tensor when ``dims`` is None)."""
     if dims is not None:
         sh = tuple(shifts) if isinstance(shifts, (list, tuple)) else (shifts,)
         ds = tuple(dims) if isinstance(dims, (list, tuple)) else (dims,)
@@ -696,6 +718,7 @@ def repeat(input, *sizes):
 
 
 def tile(input, dims):
+    """Repeat ``input`` ``dims`` times along each dimension (leading ones prepended as needed)."""
     return repeat(input, *((1,) * (input.ndim - len(dims)) + tuple(dims)))
 
 

@@ -2,8 +2,8 @@
 
 The op moves ``dim`` last, views the input as a C-contiguous ``(rows, n)`` array (one copy
 only when ``dim`` was not already last) and launches the row-wise kernels
-``softmax/{softmax,log_softmax}_{fwd,bwd}`` (``numbagrad/kernels/cpu/softmax.py``; its
-docstring has the measurements). Rows are shifted by their maximum, so logits of
+``softmax/{softmax,log_softmax}_{fwd,bwd}`` (``numbagrad/kernels/cpu/softmax.py``; the
+measurements are in ``perf/README.md``). Rows are shifted by their maximum, so logits of
 +-1e4 give exact probabilities, never inf/NaN.
 
 ``dim=None`` follows PyTorch's deprecated implicit choice (0 for 0-, 1- and 3-D inputs,
@@ -13,12 +13,10 @@ Integer inputs are cast to the default float dtype; float16 is computed in float
 import math
 import warnings
 
-import numpy as np
-
 from .. import _dtype
 from ..autograd.function import Function
 from ..backend import backend_of
-from ._util import as_tensor_arg, wrap_dim
+from ._util import as_tensor_arg, cast_back, float_operands, wrap_dim
 
 __all__ = ["softmax", "log_softmax", "softmin"]
 
@@ -43,14 +41,16 @@ def _from_rows(be, a2, shape, dim, ndim):
 
 
 class _RowWise(Function):
-    kernel = None
+    """A row-wise op run by the ``softmax`` kernel family: subclasses name the entry points."""
+
+    fwd_kernel = bwd_kernel = None
 
     @staticmethod
     def forward(ctx, x, dim):
         be = backend_of(x)
         x2, shape = _to_rows(be, x, dim)
         out2 = be.empty(x2.shape, x.dtype)
-        be.kernel("softmax", ctx.kernel + "_fwd")(x2, out2)
+        be.kernel("softmax", ctx.fwd_kernel)(x2, out2)
         y = _from_rows(be, out2, shape, dim, x.ndim)
         ctx.dim = dim
         ctx.save_for_backward(y)
@@ -64,16 +64,16 @@ class _RowWise(Function):
         g2, shape = _to_rows(be, g, dim)
         y2, _ = _to_rows(be, y, dim)
         gx2 = be.empty(g2.shape, g.dtype)
-        be.kernel("softmax", ctx.kernel + "_bwd")(g2, y2, gx2)
+        be.kernel("softmax", ctx.bwd_kernel)(g2, y2, gx2)
         return _from_rows(be, gx2, shape, dim, g.ndim), None
 
 
 class Softmax(_RowWise):
-    kernel = "softmax"
+    fwd_kernel, bwd_kernel = "softmax_fwd", "softmax_bwd"
 
 
 class LogSoftmax(_RowWise):
-    kernel = "log_softmax"
+    fwd_kernel, bwd_kernel = "log_softmax_fwd", "log_softmax_bwd"
 
 
 def _implicit_dim(name, ndim, stacklevel):
@@ -87,37 +87,25 @@ def _prepare(input, dim, dtype, name, stacklevel):
     x = as_tensor_arg(input, name)
     if dtype is not None:
         x = cast(x, _dtype.as_dtype(dtype))
-    back = None
-    if x.dtype.kind != "f" and not _dtype.is_float(x.dtype):
-        x = cast(x, _dtype.get_default_dtype())
-    elif x.dtype == np.float16:
-        back = x.dtype
-        x = cast(x, _dtype.float32)
+    (x,), back = float_operands(name, x)
     if dim is None:
         dim = _implicit_dim(name, x.ndim, stacklevel + 1)
     return x, wrap_dim(dim, x.ndim, name), back
 
 
-def _finish(y, back):
-    if back is not None:
-        from .shape import cast
-        y = cast(y, back)
-    return y
-
-
 def softmax(input, dim=None, _stacklevel=3, dtype=None):
     """exp(x) / sum(exp(x)) along ``dim`` (max-shifted)."""
     x, dim, back = _prepare(input, dim, dtype, "softmax", _stacklevel)
-    return _finish(Softmax.apply(x, dim), back)
+    return cast_back(Softmax.apply(x, dim), back)
 
 
 def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     """x - logsumexp(x) along ``dim`` (max-shifted)."""
     x, dim, back = _prepare(input, dim, dtype, "log_softmax", _stacklevel)
-    return _finish(LogSoftmax.apply(x, dim), back)
+    return cast_back(LogSoftmax.apply(x, dim), back)
 
 
 def softmin(input, dim=None, _stacklevel=3, dtype=None):
     """softmax(-x) along ``dim``."""
     x, dim, back = _prepare(input, dim, dtype, "softmin", _stacklevel)
-    return _finish(Softmax.apply(-x, dim), back)
+    return cast_back(Softmax.apply(-x, dim), back)

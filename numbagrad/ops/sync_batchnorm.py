@@ -20,7 +20,8 @@ import numpy as np
 from ..autograd.function import Function
 from ..backend import backend_of
 from ..distributed.collectives import allreduce_array
-from .normalization import _finish, _float_input, _ncl, _param, _stat, _vec, batch_norm_grads, batch_norm_returns
+from ._util import cast_back
+from .normalization import _float_input, _ncl, _param, _stat, _vec, batch_norm_grads, batch_norm_returns
 
 __all__ = ["sync_batch_norm"]
 
@@ -107,4 +108,4 @@ def sync_batch_norm(input, running_mean, running_var, weight, bias, momentum, ep
     for t in (rm, rv):
         if t is not None:
             t._bump_version()
-    return _finish(y, back)
+    return cast_back(y, back)

@@ -10,7 +10,8 @@ __all__ = ["Adadelta"]
 
 
 class Adadelta(Optimizer):
-    """Adadelta (``torch.optim.Adadelta``; Zeiler, 2012).
+    """Adadelta (``torch.optim.Adadelta``; Zeiler, 2012, "ADADELTA: An Adaptive Learning
+    Rate Method").
 
     Per parameter with gradient ``g`` (``-g`` when maximizing)::
 
@@ -53,5 +54,5 @@ class Adadelta(Optimizer):
         """One Adadelta update of bucket ``b`` (``h``: the group's hyperparameters)."""
         rho = float(h.group["rho"])
         b.be.kernel("optim_adaptive", "adadelta_step")(
-            b.param, b.grad, b.bufs["square_avg"], b.bufs["acc_delta"], *b.tables, b.steps,
-            t(-h.lr), t(rho), t(1.0 - rho), t(h.eps), t(h.wd), t(h.sign))
+            b.param, b.grad, b.bufs["square_avg"], b.bufs["acc_delta"], b.tables, b.steps,
+            (t(-h.lr), t(rho), t(1.0 - rho), t(h.eps), t(h.wd), t(h.sign)))

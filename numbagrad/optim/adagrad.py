@@ -15,7 +15,8 @@ __all__ = ["Adagrad"]
 
 
 class Adagrad(Optimizer):
-    """Adagrad (``torch.optim.Adagrad``; Duchi, Hazan and Singer, 2011).
+    """Adagrad (``torch.optim.Adagrad``; Duchi, Hazan and Singer, 2011, "Adaptive
+    Subgradient Methods for Online Learning and Stochastic Optimization").
 
     Per parameter with gradient ``g`` (``-g`` when maximizing), at step ``t``::
 
@@ -77,5 +78,5 @@ class Adagrad(Optimizer):
     def _update_bucket(self, h, b, t):
         """One Adagrad update of bucket ``b`` (``h``: the group's hyperparameters)."""
         b.be.kernel("optim_adaptive", "adagrad_step")(
-            b.param, b.grad, b.bufs["sum"], *b.tables, b.steps, b.scal, h.lr, float(h.group["lr_decay"]),
-            t(h.eps), t(h.wd), t(h.sign))
+            b.param, b.grad, b.bufs["sum"], b.tables, b.steps, b.scal,
+            (h.lr, float(h.group["lr_decay"]), t(h.eps), t(h.wd), t(h.sign)))

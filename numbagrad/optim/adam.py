@@ -10,7 +10,20 @@ __all__ = ["Adam", "AdamW"]
 
 
 class Adam(Optimizer):
-    """Adam (``torch.optim.Adam``).
+    """Adam (``torch.optim.Adam``; Kingma & Ba, 2014, "Adam: A Method for Stochastic
+    Optimization"; AMSGrad: Reddi et al., 2018, "On the Convergence of Adam and Beyond";
+    decoupled weight decay: Loshchilov & Hutter, 2019, "Decoupled Weight Decay
+    Regularization").
+
+    Per parameter ``p`` with gradient ``g`` (``-g`` when maximizing), at its step ``t``::
+
+        if decoupled_weight_decay:  p = p * (1 - lr * weight_decay)
+        else:                       g = g + weight_decay * p
+        m = beta1 * m + (1 - beta1) * g                      # state['exp_avg']
+        v = beta2 * v + (1 - beta2) * g * g                  # state['exp_avg_sq']
+        if amsgrad:  v_max = max(v_max, v)                   # state['max_exp_avg_sq']
+        else:        v_max = v
+        p = p - lr / (1 - beta1**t) * m / (sqrt(v_max) / sqrt(1 - beta2**t) + eps)
 
     Parameters
     ----------
@@ -47,13 +60,19 @@ class Adam(Optimizer):
         amsgrad = bool(h.group["amsgrad"])
         v = b.bufs["exp_avg_sq"]
         b.be.kernel("optim", "adam_step")(
-            b.param, b.grad, b.bufs["exp_avg"], v, b.bufs["max_exp_avg_sq"] if amsgrad else v, *b.tables,
-            b.steps, b.scal, h.lr, h.beta1, h.beta2, *h.adam(t), amsgrad, h.lerp_small)
+            b.param, b.grad, b.bufs["exp_avg"], v, b.bufs["max_exp_avg_sq"] if amsgrad else v, b.tables,
+            b.steps, b.scal, (h.lr, h.beta1, h.beta2, *h.adam(t), amsgrad, h.lerp_small))
 
 
 class AdamW(Adam):
-    """Adam with decoupled weight decay (``torch.optim.AdamW``): each step first scales
-    parameters by ``1 - lr * weight_decay``. Default ``weight_decay=1e-2``."""
+    """Adam with decoupled weight decay (``torch.optim.AdamW``; Loshchilov & Hutter, 2019,
+    "Decoupled Weight Decay Regularization"): :class:`Adam`'s update with
+    ``decoupled_weight_decay=True``, each step first scaling the parameter::
+
+        p = p * (1 - lr * weight_decay)
+        (then Adam's moments and step, with no weight decay in g)
+
+    Default ``weight_decay=1e-2``."""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
                  maximize=False, foreach=None, capturable=False, differentiable=False, fused=None):

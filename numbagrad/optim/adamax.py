@@ -10,7 +10,15 @@ __all__ = ["Adamax"]
 
 
 class Adamax(Optimizer):
-    """Adamax, Adam with the infinity norm (``torch.optim.Adamax``; Kingma & Ba, 2014, sec. 7).
+    """Adamax, Adam with the infinity norm (``torch.optim.Adamax``; Kingma & Ba, 2014,
+    "Adam: A Method for Stochastic Optimization", sec. 7).
+
+    Per parameter ``p`` with gradient ``g`` (``-g`` when maximizing), at its step ``t``::
+
+        g = g + weight_decay * p
+        m = beta1 * m + (1 - beta1) * g                      # state['exp_avg']
+        u = max(beta2 * u, |g| + eps)                        # state['exp_inf']
+        p = p - lr / (1 - beta1**t) * m / u
 
     Parameters
     ----------
@@ -44,5 +52,5 @@ class Adamax(Optimizer):
         """One Adamax update of bucket ``b`` (``h``: the group's hyperparameters)."""
         omb1, omw, b2, _ = h.moments(t)
         b.be.kernel("optim_adamx", "adamax_step")(
-            b.param, b.grad, b.bufs["exp_avg"], b.bufs["exp_inf"], *b.tables, b.steps, b.scal,
-            h.lr, h.beta1, omb1, omw, b2, t(h.eps), t(h.wd), t(h.sign), h.lerp_small)
+            b.param, b.grad, b.bufs["exp_avg"], b.bufs["exp_inf"], b.tables, b.steps, b.scal,
+            (h.lr, h.beta1, omb1, omw, b2, t(h.eps), t(h.wd), t(h.sign), h.lerp_small))

@@ -33,7 +33,21 @@ __all__ = ["Lamb"]
 
 
 class Lamb(Optimizer):
-    """LAMB: Adam moments with a per-tensor trust ratio (You et al. 2019).
+    """LAMB: Adam moments with a per-tensor trust ratio (You et al., 2019, "Large Batch
+    Optimization for Deep Learning: Training BERT in 76 minutes").
+
+    Per parameter ``p`` with gradient ``g`` (``-g`` when maximizing), at its step ``t``
+    (``bc1 = 1 - beta1**t``, ``bc2 = 1 - beta2**t``, both 1 without ``bias_correction``)::
+
+        m = beta1 * m + (1 - beta1) * g                      # state['exp_avg']
+        v = beta2 * v + (1 - beta2) * g * g                  # state['exp_avg_sq']
+        r = (m / bc1) / (sqrt(v) / sqrt(bc2) + eps) + weight_decay * p
+        if weight_decay != 0 or always_adapt:
+            w = min(||p||, clamp_value)                      # ||.||: the tensor's 2-norm
+            trust = w / ||r||  if w > 0 and ||r|| > 0  else 1
+        else:
+            trust = 1
+        p = p - lr * trust * r
 
     Parameters
     ----------
@@ -81,6 +95,6 @@ class Lamb(Optimizer):
         part = b.scratch("blk_part", 2 * b.blk_start.size, np.float64)
         b.be.kernel("optim_lamb", "lamb_step")(
             b.param, b.grad, b.bufs["exp_avg"], b.bufs["exp_avg_sq"],
-            b.scratch("update", b.param.size, b.dtype) if adapt else b.grad, *b.tables, b.steps, b.scal, part,
-            h.lr, h.beta1, h.beta2, *h.moments(t), t(h.eps), t(h.wd), t(h.sign),
-            math.inf if clamp is None else float(clamp), bool(group["bias_correction"]), adapt, h.lerp_small)
+            b.scratch("update", b.param.size, b.dtype) if adapt else b.grad, b.tables, b.steps, b.scal, part,
+            (h.lr, h.beta1, h.beta2, *h.moments(t), t(h.eps), t(h.wd), t(h.sign),
+             math.inf if clamp is None else float(clamp), bool(group["bias_correction"]), adapt, h.lerp_small))

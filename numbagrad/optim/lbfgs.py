@@ -176,7 +176,7 @@ class _Memory:
 
     def gather(self, b, out):
         if b.any_active:
-            self.k_gather(b.grad, *b.tables, out)
+            self.k_gather(b.grad, b.tables, out)
         else:
             out[...] = 0
 
@@ -248,7 +248,23 @@ class _Memory:
 
 
 class LBFGS(Optimizer):
-    """L-BFGS (``torch.optim.LBFGS``), with an optional strong-Wolfe line search.
+    """L-BFGS (``torch.optim.LBFGS``; Nocedal, 1980, "Updating Quasi-Newton Matrices with
+    Limited Storage"; Liu & Nocedal, 1989), with an optional strong-Wolfe line search
+    (Nocedal & Wright, "Numerical Optimization", 2006, algorithms 3.5-3.6).
+
+    Each iteration, with the flat gradient ``g`` and the stored pairs
+    ``(s_i, y_i) = (x_{i+1} - x_i, g_{i+1} - g_i)``, ``rho_i = 1 / (y_i . s_i)``::
+
+        q = -g
+        for i from newest to oldest:  a_i = rho_i * (s_i . q);  q = q - a_i * y_i
+        q = q * (s . y) / (y . y)                            # the newest pair's scaling
+        for i from oldest to newest:  b = rho_i * (y_i . q);    q = q + (a_i - b) * s_i
+        d = q                                                # the search direction
+        x = x + step * d     (step = lr, or the line search's; the first iteration uses
+                              min(1, 1 / |g|_1) * lr)
+
+    A pair is stored only when ``y . s > 1e-10``; the oldest is dropped beyond
+    ``history_size``.
 
     ``step(closure)`` runs up to ``max_iter`` iterations, re-evaluating the model through
     ``closure`` (which clears the gradients, computes the loss, calls ``backward`` and

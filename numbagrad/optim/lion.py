@@ -21,7 +21,14 @@ __all__ = ["Lion"]
 
 
 class Lion(Optimizer):
-    """Lion: the sign of an interpolated momentum (Chen et al. 2023).
+    """Lion: the sign of an interpolated momentum (Chen et al., 2023, "Symbolic Discovery
+    of Optimization Algorithms").
+
+    Per parameter ``p`` with gradient ``g`` (``-g`` when maximizing)::
+
+        c = beta1 * m + (1 - beta1) * g
+        p = p * (1 - lr * weight_decay) - lr * sign(c)       # sign(0) = 0
+        m = beta2 * m + (1 - beta2) * g                      # state['exp_avg']
 
     Parameters
     ----------
@@ -51,5 +58,5 @@ class Lion(Optimizer):
     def _update_bucket(self, h, b, t):
         """One Lion update of bucket ``b`` (``h``: the group's hyperparameters)."""
         b.be.kernel("optim_lamb", "lion_step")(
-            b.param, b.grad, b.bufs["exp_avg"], *b.tables, b.steps, t(-h.lr), t(h.beta1), t(1.0 - h.beta1),
-            t(h.beta2), t(1.0 - h.beta2), t(1.0 - h.lr * h.wd), t(h.sign))
+            b.param, b.grad, b.bufs["exp_avg"], b.tables, b.steps,
+            (t(-h.lr), t(h.beta1), t(1.0 - h.beta1), t(h.beta2), t(1.0 - h.beta2), t(1.0 - h.lr * h.wd), t(h.sign)))

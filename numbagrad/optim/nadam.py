@@ -19,6 +19,18 @@ class NAdam(Optimizer):
     """NAdam, Adam with Nesterov momentum (``torch.optim.NAdam``; Dozat, 2016,
     "Incorporating Nesterov Momentum into Adam").
 
+    Per parameter ``p`` with gradient ``g`` (``-g`` when maximizing), at its step ``t``::
+
+        if decoupled_weight_decay:  p = p * (1 - lr * weight_decay)
+        else:                       g = g + weight_decay * p
+        mu_t = beta1 * (1 - 0.5 * 0.96**(t * momentum_decay))
+        mu_next = beta1 * (1 - 0.5 * 0.96**((t + 1) * momentum_decay))
+        P = P * mu_t                                         # state['mu_product']
+        m = beta1 * m + (1 - beta1) * g                      # state['exp_avg']
+        v = beta2 * v + (1 - beta2) * g * g                  # state['exp_avg_sq']
+        d = sqrt(v / (1 - beta2**t)) + eps
+        p = p - lr * (1 - mu_t) / (1 - P) * g / d - lr * mu_next / (1 - P * mu_next) * m / d
+
     Parameters
     ----------
     lr : float, default 2e-3
@@ -59,6 +71,6 @@ class NAdam(Optimizer):
     def _update_bucket(self, h, b, t):
         """One NAdam update of bucket ``b`` (``h``: the group's hyperparameters)."""
         b.be.kernel("optim_adamx", "nadam_step")(
-            b.param, b.grad, b.bufs["exp_avg"], b.bufs["exp_avg_sq"], *b.tables, b.steps,
-            b.scalars["mu_product"], b.scal, h.lr, h.beta1, h.beta2, float(h.group["momentum_decay"]),
-            *h.adam(t), h.lerp_small)
+            b.param, b.grad, b.bufs["exp_avg"], b.bufs["exp_avg_sq"], b.tables, b.steps,
+            b.scalars["mu_product"], b.scal, (h.lr, h.beta1, h.beta2, float(h.group["momentum_decay"]),
+                                               *h.adam(t), h.lerp_small))

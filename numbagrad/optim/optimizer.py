@@ -31,7 +31,8 @@ flat, contiguous 1-D arrays, one set per dtype (a *bucket*):
     steps copy nothing. CUDA launchers take ``gsrc`` and ignore it: there it is all zeros.
 
   So in the common cases a step moves no gradient data; per parameter it costs Python
-  bookkeeping only (checks, the address: 1 to 3 us right after a backward pass).
+  bookkeeping only (checks, the address; measured in ``perf/README.md``, "Optimizer
+  kernels").
 * one flat array per state buffer (Adam's ``exp_avg``/``exp_avg_sq``, SGD's
   ``momentum_buffer``), starting at 0 or at :meth:`Optimizer._initial_value` (Adagrad's
   ``initial_accumulator_value``); ``optimizer.state[p][name]`` are Tensor views into them;
@@ -62,12 +63,12 @@ the next ``step()`` notices and rebuilds the arena, carrying the state over.
 
 So does rebinding a state entry (``optimizer.state[p]['exp_avg'] = t``, a new ``step``,
 a deleted entry, or a replaced ``state[p]``): ``_sync`` checks that each populated state
-still holds the bucket's own views (an identity test per entry: ~0.3 us per parameter and
-step for Adam's three entries), and the rebuild copies the new values into the arena and
+still holds the bucket's own views (an identity test per entry, see ``perf/README.md``,
+"Optimizer kernels"), and the rebuild copies the new values into the arena and
 rebinds ``t.array`` to its arena view, so ``t`` stays the state and is updated in place by
 later steps, as in torch (a deleted buffer starts again from its initial value).
 """
-from collections import defaultdict
+from collections import defaultdict, namedtuple
 from itertools import chain
 import copy
 import warnings
@@ -77,7 +78,6 @@ import numpy as np
 from .. import _dtype
 from ..autograd.grad_mode import enable_grad
 from ..backend import backend_of
-from ..kernels.cpu._ptr import _addr_of
 from ..tensor import Tensor
 
 __all__ = ["Optimizer", "required"]
@@ -96,6 +96,12 @@ class _RequiredParameter:
 
 required = _RequiredParameter()
 
+ArenaLayout = namedtuple("ArenaLayout", "blk_start blk_end blk_seg active gsrc")
+ArenaLayout.__doc__ = """A bucket's arena tables, the one ``layout`` argument every optimizer kernel takes
+(``kernels/{cpu,cuda}/optim*.py``): blocks ``blk_start[b]:blk_end[b]`` of parameter
+``blk_seg[b]`` (int64), ``active`` (uint8, a gradient this step) and ``gsrc`` (int64, where
+each gradient is read from); see the module docstring."""
+
 
 class _Bucket:
     """The parameters of one group that share a dtype, laid out in flat arrays (see the
@@ -109,61 +115,86 @@ class _Bucket:
                  "active_host", "watch")
 
     def __init__(self, opt, dtype, params, keys):
-        state = opt.state
         self.dtype = dtype
         self.params = params
         # Arrays live on the parameters' device (the backend of their arrays); the small
-        # per-parameter tables are built on the host and uploaded once, except the
-        # ``active`` flags, which _sync sets on the host each step and uploads.
-        be = self.be = backend_of(params[0].array)
-        n = len(params)
-        shapes = [p.array.shape for p in params]
-        offsets = np.zeros(n + 1, np.int64)
+        # per-parameter tables are built on the host and handed over once (``be.host_table``),
+        # except the ``active`` flags, which _sync sets on the host each step and uploads.
+        self.be = backend_of(params[0].array)
+        offsets = np.zeros(len(params) + 1, np.int64)
         np.cumsum([p.array.size for p in params], out=offsets[1:])
-        total = int(offsets[-1])
-        self.param = be.empty(total, dtype)
-        self.grad = be.zeros(total, dtype)
+        sts = [opt.state.get(p) for p in params]
+        fk = opt._flag_key   # read before _pack_buffers starts missing buffers of populated states
+        flagged = [1 if fk is not None and st and st.get(fk) is not None else 0 for st in sts]
+        self.flags = self.be.host_table(np.array(flagged, np.uint8))
+        self.populated = [bool(st) for st in sts]
+        self._pack_params(offsets)
+        self._pack_buffers(opt, keys, sts, offsets)
+        self._pack_scalars(opt, sts)
+        self._lay_out_blocks(offsets)
+        wide = opt._scal_wide and np.dtype(dtype) != np.float64 or dtype == _BF16
+        self.scal = self.be.zeros(opt._scal_width * len(params), np.float32 if wide else dtype)
+        self.work = {}
+        self.any_active = False
+
+    def _pack_params(self, offsets):
+        """The ``param`` arena (each ``p.array`` rebound to its view) and the ``grad`` slots."""
+        be = self.be
+        self.param = be.empty(int(offsets[-1]), self.dtype)
+        self.grad = be.zeros(int(offsets[-1]), self.dtype)
         self.pviews, self.gviews, self.gtensors = [], [], []
-        for i, p in enumerate(params):
-            lo, hi = offsets[i], offsets[i + 1]
-            v = self.param[lo:hi].reshape(shapes[i])
+        for i, p in enumerate(self.params):
+            lo, hi, shape = offsets[i], offsets[i + 1], p.array.shape
+            v = self.param[lo:hi].reshape(shape)
             v[...] = p.array
             p.array = v
             self.pviews.append(v)
-            gv = self.grad[lo:hi].reshape(shapes[i])
+            gv = self.grad[lo:hi].reshape(shape)
             self.gviews.append(gv)
             self.gtensors.append(Tensor._from_array(gv))
-        sts = [state.get(p) for p in params]
-        fk = opt._flag_key
-        flagged = [1 if fk is not None and st and st.get(fk) is not None else 0 for st in sts]
+
+    def _pack_buffers(self, opt, keys, sts, offsets):
+        """One flat array per state buffer, starting at :meth:`Optimizer._initial_value` or at
+        the value a parameter's state already holds (see :meth:`_carry_over`)."""
+        be = self.be
         self.bufs = {}
         self.buf_views = {}
         for key in keys:
             init = opt._initial_value(key)
-            flat = be.full(total, init, dtype) if init else be.zeros(total, dtype)
+            total = int(offsets[-1])
+            flat = be.full(total, init, self.dtype) if init else be.zeros(total, self.dtype)
             views = []
             for i, st in enumerate(sts):
-                t = Tensor._from_array(flat[offsets[i]:offsets[i + 1]].reshape(shapes[i]))
+                t = Tensor._from_array(flat[offsets[i]:offsets[i + 1]].reshape(self.pviews[i].shape))
                 if st and key in st and st[key] is not None:
-                    old = st[key]
-                    arr = old.array if isinstance(old, Tensor) else np.asarray(old)
-                    if type(arr) is not type(t.array):
-                        arr = be.asarray(backend_of(arr).to_numpy(arr))
-                    if arr.shape != shapes[i]:
-                        raise ValueError(f"optimizer state {key!r} of a parameter has shape {tuple(arr.shape)}, "
-                                         f"but the parameter has shape {tuple(shapes[i])}")
-                    t.array[...] = arr
-                    if (isinstance(old, Tensor) and old is not t and type(old.array) is type(t.array)
-                            and old.array.dtype == t.array.dtype and old.grad_fn is None and old._base is None):
-                        old.array = t.array  # the caller's own tensor now aliases the arena, as in torch
-                        t = old
-                    st[key] = t
+                    t = st[key] = self._carry_over(key, st[key], t)
                 elif st:  # a populated state without this buffer (deleted, or a new option): start it
                     st[key] = t
                 views.append(t)
             self.bufs[key] = flat
             self.buf_views[key] = views
-        # per-parameter scalar state: float32 arrays, state[p][key] 0-d views into them
+
+    def _carry_over(self, key, old, t):
+        """The state value ``old`` of buffer ``key`` copied into its arena view ``t``; returns
+        the Tensor the state holds from now on: ``old`` itself rebound to the arena when it is
+        a plain Tensor of the arena's device and dtype (as in torch), else ``t``."""
+        arr = old.array if isinstance(old, Tensor) else np.asarray(old)
+        if type(arr) is not type(t.array):
+            arr = self.be.asarray(backend_of(arr).to_numpy(arr))
+        if arr.shape != t.array.shape:
+            raise ValueError(f"optimizer state {key!r} of a parameter has shape {tuple(arr.shape)}, "
+                             f"but the parameter has shape {tuple(t.array.shape)}")
+        t.array[...] = arr
+        if (isinstance(old, Tensor) and old is not t and type(old.array) is type(t.array)
+                and old.array.dtype == t.array.dtype and old.grad_fn is None and old._base is None):
+            old.array = t.array  # the caller's own tensor now aliases the arena, as in torch
+            return old
+        return t
+
+    def _pack_scalars(self, opt, sts):
+        """The per-parameter scalar states: float32 arrays, ``state[p][key]`` 0-d views into
+        them, in torch's place in the state (before the buffers)."""
+        n = len(sts)
         self.scalars = {}
         self.scalar_views = {}
         order = [key for key, _ in opt._scalar_keys()]
@@ -172,7 +203,7 @@ class _Bucket:
             for i, st in enumerate(sts):
                 if st and st.get(key) is not None:
                     host[i] = _scalar_value(st[key])
-            arr = self.scalars[key] = host if be.name == "cpu" else be.asarray(host)
+            arr = self.scalars[key] = self.be.host_table(host)
             views = self.scalar_views[key] = [Tensor._from_array(arr[i:i + 1].reshape(())) for i in range(n)]
             for i, st in enumerate(sts):
                 if st:
@@ -188,12 +219,15 @@ class _Bucket:
         self.watch = tuple(self.buf_views.items()) + tuple(self.scalar_views.items())
         self.steps = self.scalars.get("step")
         if self.steps is None:
-            self.steps = be.zeros(n, np.float32)
+            self.steps = self.be.zeros(n, np.float32)
         self.step_views = self.scalar_views.get("step")
-        self.flags = np.array(flagged, np.uint8)
-        if be.name != "cpu":
-            self.flags = be.asarray(self.flags)
-        self.populated = [bool(st) for st in sts]
+
+    def _lay_out_blocks(self, offsets):
+        """The kernels' :class:`ArenaLayout`: blocks of at most ``_BLOCK`` elements inside one
+        parameter, the ``active`` flags and ``gsrc`` (where each gradient is read from:
+        address, 0 for the arena slot, then the parameter's first element)."""
+        be = self.be
+        n = len(self.params)
         starts, ends, segs = [], [], []
         for i in range(n):
             lo, hi = int(offsets[i]), int(offsets[i + 1])
@@ -201,21 +235,17 @@ class _Bucket:
                 starts.append(s)
                 ends.append(min(s + _BLOCK, hi))
                 segs.append(i)
-        self.blk_start = be.asarray(np.array(starts, np.int64))
-        self.blk_end = be.asarray(np.array(ends, np.int64))
-        self.blk_seg = be.asarray(np.array(segs, np.int64))
+        self.blk_start = be.host_table(np.array(starts, np.int64))
+        self.blk_end = be.host_table(np.array(ends, np.int64))
+        self.blk_seg = be.host_table(np.array(segs, np.int64))
         self.active_host = np.zeros(n, np.uint8)
-        self.active = self.active_host if be.name == "cpu" else be.zeros(n, np.uint8)
-        # where each parameter's gradient is read from (see the module docstring): address
-        # (0: the arena slot, always on CUDA, whose launchers ignore the table), first element
+        self.active = be.host_table(self.active_host)
+        # gsrc stays on the host: a device that cannot read gradients in place (no
+        # ``zero_copy_grads``) keeps it all zeros and its launchers ignore it
         self.gsrc = np.zeros(2 * n, np.int64)
         self.gsrc[1::2] = offsets[:-1]
-        self.zero_copy = be.name == "cpu" and dtype != _BF16  # a bfloat16 bucket's kernels read float32
-        self.tables = (self.blk_start, self.blk_end, self.blk_seg, self.active, self.gsrc)
-        wide = opt._scal_wide and np.dtype(dtype) != np.float64 or dtype == _BF16
-        self.scal = be.zeros(opt._scal_width * n, np.float32 if wide else dtype)
-        self.work = {}
-        self.any_active = False
+        self.zero_copy = be.zero_copy_grads and self.dtype in be.kernel_dtypes  # bfloat16's kernels read float32
+        self.tables = ArenaLayout(self.blk_start, self.blk_end, self.blk_seg, self.active, self.gsrc)
 
     def scratch(self, name, size, dtype):
         """A work array of the kernels (zeros when first asked for), kept with the bucket and
@@ -236,21 +266,20 @@ class _Wide:
     parameters and the state back into the bucket."""
 
     def __init__(self, bucket):
-        from ..kernels.cpu.convert import from_bf16
+        widen = bucket.be.widen
         self._b = bucket
         self.dtype = np.dtype(np.float32)
-        self.param = from_bf16(bucket.param)
-        self.grad = from_bf16(bucket.grad)
-        self.bufs = {k: from_bf16(v) for k, v in bucket.bufs.items()}
+        self.param = widen(bucket.param)
+        self.grad = widen(bucket.grad)
+        self.bufs = {k: widen(v) for k, v in bucket.bufs.items()}
 
     def __getattr__(self, name):
         return getattr(self._b, name)
 
     def store(self):
-        from ..kernels.cpu.convert import _f32_to_bf16_cpu
         b = self._b
         for wide, narrow in ((self.param, b.param), *((self.bufs[k], b.bufs[k]) for k in b.bufs)):
-            _f32_to_bf16_cpu(wide.view(np.uint32), narrow.view(np.uint16))
+            b.be.narrow_into(wide, narrow)
 
 
 class _Arena:
@@ -436,13 +465,15 @@ class Optimizer:
         by_dtype = {}
         for p in params:
             dt = p.array.dtype
-            if dt == _BF16 and type(p.array) is not np.ndarray:
+            be = backend_of(p.array)
+            # a dtype the device's kernels compute in, or bfloat16 widened to float32 (the CPU)
+            if dt == _BF16 and dt not in be.wide_dtypes:
                 raise TypeError(f"{type(self).__name__}: bfloat16 parameters are supported on the CPU only, "
                                 f"got one on {p.device}")
-            if dt == np.float16 and type(p.array) is np.ndarray:
+            if dt == np.float16 and dt not in be.kernel_dtypes:
                 raise TypeError(f"{type(self).__name__}: float16 parameters are not supported on the CPU (Numba "
                                 "has no float16); keep float32 master weights")
-            by_dtype.setdefault((type(p.array), dt), []).append(p)
+            by_dtype.setdefault((be, dt), []).append(p)
         if len({k[0] for k in by_dtype}) > 1:
             raise RuntimeError(f"{type(self).__name__}: the parameters of one group are on different devices "
                                f"({sorted({str(p.device) for p in params})}); use one device per group")
@@ -463,6 +494,7 @@ class Optimizer:
             gsrc = b.gsrc
             dt = b.dtype
             in_place = b.zero_copy
+            addr_of = b.be.addr_of
             pv, gv, gt, pop, watch = b.pviews, b.gviews, b.gtensors, b.populated, b.watch
             any_active = False
             for i, p in enumerate(b.params):
@@ -490,7 +522,7 @@ class Optimizer:
                                            f"on {g.device}")
                     fl = gd.flags
                     if in_place and gd.dtype == dt and fl.c_contiguous and fl.aligned:
-                        addr = _addr_of(gd)  # read where it is; p.grad keeps it alive
+                        addr = addr_of(gd)  # read where it is; p.grad keeps it alive
                     else:
                         np.copyto(gv[i], gd, casting="unsafe")
                         t = gt[i]

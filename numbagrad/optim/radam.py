@@ -13,6 +13,21 @@ class RAdam(Optimizer):
     """Rectified Adam (``torch.optim.RAdam``; Liu et al., 2019, "On the Variance of the
     Adaptive Learning Rate and Beyond").
 
+    Per parameter ``p`` with gradient ``g`` (``-g`` when maximizing), at its step ``t``::
+
+        if decoupled_weight_decay:  p = p * (1 - lr * weight_decay)
+        else:                       g = g + weight_decay * p
+        m = beta1 * m + (1 - beta1) * g                      # state['exp_avg']
+        v = beta2 * v + (1 - beta2) * g * g                  # state['exp_avg_sq']
+        m_hat = m / (1 - beta1**t)
+        rho_inf = 2 / (1 - beta2) - 1
+        rho_t = rho_inf - 2 t beta2**t / (1 - beta2**t)
+        if rho_t > 5:
+            r = sqrt((rho_t - 4)(rho_t - 2) rho_inf / ((rho_inf - 4)(rho_inf - 2) rho_t))
+            p = p - lr * m_hat * r * sqrt(1 - beta2**t) / (sqrt(v) + eps)
+        else:
+            p = p - lr * m_hat
+
     Parameters
     ----------
     lr : float, default 1e-3
@@ -51,5 +66,5 @@ class RAdam(Optimizer):
     def _update_bucket(self, h, b, t):
         """One RAdam update of bucket ``b`` (``h``: the group's hyperparameters)."""
         b.be.kernel("optim_adamx", "radam_step")(
-            b.param, b.grad, b.bufs["exp_avg"], b.bufs["exp_avg_sq"], *b.tables, b.steps, b.scal,
-            h.beta1, h.beta2, t(h.lr), *h.adam(t), h.lerp_small)
+            b.param, b.grad, b.bufs["exp_avg"], b.bufs["exp_avg_sq"], b.tables, b.steps, b.scal,
+            (h.beta1, h.beta2, t(h.lr), *h.adam(t), h.lerp_small))

@@ -11,7 +11,9 @@ __all__ = ["RMSprop"]
 
 
 class RMSprop(Optimizer):
-    """RMSprop (``torch.optim.RMSprop``; Hinton's lecture 6e, centered form of Graves 2013).
+    """RMSprop (``torch.optim.RMSprop``; Tieleman & Hinton, 2012, "Neural Networks for
+    Machine Learning", lecture 6e; the centered form: Graves, 2013, "Generating Sequences
+    With Recurrent Neural Networks").
 
     Per parameter with gradient ``g`` (``-g`` when maximizing)::
 
@@ -76,5 +78,5 @@ class RMSprop(Optimizer):
         v = b.bufs["square_avg"]
         b.be.kernel("optim_adaptive", "rmsprop_step")(
             b.param, b.grad, v, b.bufs["grad_avg"] if centered else v, b.bufs["momentum_buffer"] if use_m else v,
-            *b.tables, b.steps, t(-h.lr), t(alpha), oma, t(1) - oma, t(h.eps), t(h.wd), t(h.sign), t(momentum),
-            centered, use_m, abs(1.0 - alpha) < 0.5)
+            b.tables, b.steps, (t(-h.lr), t(alpha), oma, t(1) - oma, t(h.eps), t(h.wd), t(h.sign), t(momentum),
+                                centered, use_m, abs(1.0 - alpha) < 0.5))

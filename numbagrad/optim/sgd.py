@@ -9,7 +9,20 @@ __all__ = ["SGD"]
 
 
 class SGD(Optimizer):
-    """SGD with optional momentum (``torch.optim.SGD``).
+    """SGD with optional momentum (``torch.optim.SGD``; heavy-ball momentum after Polyak,
+    1964, "Some methods of speeding up the convergence of iteration methods"; the Nesterov
+    form as in Sutskever et al., 2013, "On the importance of initialization and momentum in
+    deep learning").
+
+    Per parameter ``p`` with gradient ``g`` (``-g`` when maximizing), at its step ``t``::
+
+        g = g + weight_decay * p
+        if momentum != 0:
+            b = g                                   if t == 1     # state['momentum_buffer']
+            b = momentum * b + (1 - dampening) * g  otherwise
+            g = g + momentum * b                    if nesterov
+            g = b                                   otherwise
+        p = p - lr * g
 
     Parameters
     ----------
@@ -19,6 +32,14 @@ class SGD(Optimizer):
     weight_decay : float, default 0
     nesterov : bool, default False (needs momentum > 0 and dampening 0)
     maximize : bool, default False
+
+    >>> import numbagrad as ng
+    >>> w = ng.tensor([1.0, -2.0], requires_grad=True)
+    >>> opt = ng.optim.SGD([w], lr=0.1, momentum=0.9)
+    >>> (w ** 2).sum().backward()        # grad 2w = [2, -4]
+    >>> opt.step()                       # first step: buffer = grad, w -= lr * buffer
+    >>> [round(v, 4) for v in w.tolist()]
+    [0.8, -1.6]
     """
 
     _flag_key = "momentum_buffer"
@@ -42,6 +63,6 @@ class SGD(Optimizer):
         momentum = float(group["momentum"])
         use_m = momentum != 0.0
         b.be.kernel("optim", "sgd_step")(
-            b.param, b.grad, b.bufs["momentum_buffer"] if use_m else b.grad, *b.tables, b.flags,
-            t(-h.lr), t(momentum), t(1.0 - float(group["dampening"])), t(h.wd), t(h.sign), use_m,
-            bool(group["nesterov"]))
+            b.param, b.grad, b.bufs["momentum_buffer"] if use_m else b.grad, b.tables, b.flags,
+            (t(-h.lr), t(momentum), t(1.0 - float(group["dampening"])), t(h.wd), t(h.sign), use_m,
+             bool(group["nesterov"])))

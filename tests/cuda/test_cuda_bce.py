@@ -5,7 +5,7 @@ Cases: no weights, per-column weight / pos_weight (row stride 0), full-size ones
 stride L), a short last row, logits of +-1e4 and a NaN; ``need_total`` off; the empty
 input; float16 against the float32 CPU kernels; several blocks' partial sums (a grid of
 more than one block, which the simulator otherwise never launches). Then the losses of
-``nn/loss_pointwise.py`` on CUDA tensors against the CPU (``optest.check_device``).
+``ops/loss_pointwise.py`` on CUDA tensors against the CPU (``optest.check_device``).
 """
 import os
 
@@ -16,7 +16,6 @@ cuda = pytest.importorskip("numba.cuda")
 
 from numbagrad.kernels.cpu import bce as C  # noqa: E402
 from numbagrad.kernels.cuda import bce as G  # noqa: E402
-from optest import check_kernels_compile_to_ptx, check_launchers_mirror_cpu  # noqa: E402
 
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
 TOL = {np.float32: dict(rtol=2e-6, atol=1e-6), np.float64: dict(rtol=1e-13, atol=1e-13)}
@@ -117,15 +116,6 @@ def test_bce_logits_float16_matches_float32_cpu(w_mode, pw_mode):
     for g, r in zip(got[1:], ref[1:]):
         assert g.dtype == np.float16
         np.testing.assert_allclose(g.astype(np.float32), r, **TOL16)
-
-
-def test_launchers_mirror_cpu_signatures():
-    check_launchers_mirror_cpu(C, G, ["bce_logits_fwd", "bce_logits_bwd"])
-
-
-@pytest.mark.skipif(SIM, reason="compile_ptx cannot run under the CUDA simulator")
-def test_bce_kernels_compile_to_ptx():
-    check_kernels_compile_to_ptx(G, 2)
 
 
 # ---- the losses on CUDA tensors ---------------------------------------------------------------------

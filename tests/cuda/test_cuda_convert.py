@@ -12,7 +12,6 @@ cuda = pytest.importorskip("numba.cuda")
 
 from numbagrad.kernels.cpu import convert as C  # noqa: E402
 from numbagrad.kernels.cuda import convert as G  # noqa: E402
-from optest import check_kernels_compile_to_ptx, check_launchers_mirror_cpu  # noqa: E402
 
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
 
@@ -47,12 +46,3 @@ def test_bf16_to_f32_matches_cpu():
     d_out = cuda.device_array(BF16_BITS.size, np.uint32)
     G._bf16_to_f32_cuda(cuda.to_device(BF16_BITS), d_out)
     assert d_out.copy_to_host().tolist() == want.tolist()
-
-
-def test_launchers_mirror_cpu():
-    check_launchers_mirror_cpu(C, G, ["f32_to_bf16", "bf16_to_f32"])
-
-
-@pytest.mark.skipif(SIM, reason="PTX compilation needs numba's CUDA compiler, not the simulator")
-def test_kernels_compile_to_ptx():
-    check_kernels_compile_to_ptx(G, 2)

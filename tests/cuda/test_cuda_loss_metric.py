@@ -1,4 +1,4 @@
-"""Metric-learning losses (``numbagrad/nn/loss_metric.py``) on the CUDA backend: outputs
+"""Metric-learning losses (``numbagrad/ops/loss_metric.py``) on the CUDA backend: outputs
 and gradients equal to the CPU's (``optest.check_device``), and the target-value error."""
 import numpy as np
 import pytest

@@ -13,7 +13,6 @@ cuda = pytest.importorskip("numba.cuda")
 
 from numbagrad.kernels.cpu import metrics as C  # noqa: E402
 from numbagrad.kernels.cuda import metrics as G  # noqa: E402
-from optest import check_kernels_compile_to_ptx, check_launchers_mirror_cpu  # noqa: E402
 
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
 
@@ -70,12 +69,3 @@ def test_functional_metrics_on_cuda_tensors():
     assert M.f1_score(st.argmax(1), tt, 3, None).tolist() == M.f1_score(s.argmax(1), t, 3, None).tolist()
     with pytest.raises(ValueError, match=r"target holds 3 at position 4"):
         M.accuracy(st, ng.tensor(np.where(np.arange(16) == 4, 3, t), device="cuda"))
-
-
-def test_launchers_mirror_cpu_signatures():
-    check_launchers_mirror_cpu(C, G, ["confusion_count", "topk_correct", "row_argmax"])
-
-
-@pytest.mark.skipif(SIM, reason="compile_ptx cannot run under the CUDA simulator")
-def test_metrics_kernels_compile_to_ptx():
-    check_kernels_compile_to_ptx(G, 3)

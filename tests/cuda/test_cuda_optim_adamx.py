@@ -18,8 +18,7 @@ cuda = pytest.importorskip("numba.cuda")
 
 from numbagrad.kernels.cpu import optim_adamx as C  # noqa: E402
 from numbagrad.kernels.cuda import optim_adamx as G  # noqa: E402
-from optest import check_kernels_compile_to_ptx, check_launchers_mirror_cpu  # noqa: E402
-from test_cuda_optim import GSRC, SIZES, TOTAL, _grads, as_f32, check_half, check_steps, run_steps  # noqa: E402
+from test_cuda_optim import SIZES, TOTAL, _grads, as_f32, check_half, check_steps, run_steps  # noqa: E402
 
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
 N = len(SIZES)
@@ -47,8 +46,8 @@ def _state(name, dtype):
 
 def _run(name, kernel, on_device, dtype, scal, grads):
     """Three steps; the host arrays of ``FIELDS[name]`` after each."""
-    def call(a, tables, g, active):
-        kernel(a[0], g, a[1], a[2], *tables, active, GSRC, *a[3:], *scal)
+    def call(a, layout, g):
+        kernel(a[0], g, a[1], a[2], layout, *a[3:], scal)
     return run_steps(call, _state(name, dtype), on_device, grads)
 
 
@@ -148,12 +147,3 @@ def test_optimizer_on_the_cuda_backend_matches_cpu(name):
             np.testing.assert_allclose(o1.state[p][key].cpu().numpy(), val.numpy(), rtol=1e-5, atol=1e-6,
                                        err_msg=key)
     assert o1.state[P1[1]]["step"].item() == 3.0
-
-
-def test_launchers_mirror_cpu_signatures():
-    check_launchers_mirror_cpu(C, G, [f"{n}_step" for n in NAMES])
-
-
-@pytest.mark.skipif(SIM, reason="compile_ptx cannot run under the CUDA simulator")
-def test_optim_adamx_kernels_compile_to_ptx():
-    check_kernels_compile_to_ptx(G, 6)

@@ -19,8 +19,7 @@ cuda = pytest.importorskip("numba.cuda")
 
 from numbagrad.kernels.cpu import optim_adaptive as C  # noqa: E402
 from numbagrad.kernels.cuda import optim_adaptive as G  # noqa: E402
-from optest import check_kernels_compile_to_ptx, check_launchers_mirror_cpu  # noqa: E402
-from test_cuda_optim import (GSRC, SIZES, TOTAL, _grads, _start_param, as_f32, check_half, check_steps,  # noqa: E402
+from test_cuda_optim import (SIZES, TOTAL, _grads, _start_param, as_f32, check_half, check_steps,  # noqa: E402
                              run_steps)
 
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
@@ -43,7 +42,7 @@ def _state(dtype, names):
 def _run(kernel, on_device, dtype, names, grads, call):
     """Three steps of ``call(kernel, arrs, tables, g, active)`` from ``_state(dtype, names)``;
     the host copies of every array after each step."""
-    return run_steps(lambda a, tables, g, active: call(kernel, a, tables, g, active), _state(dtype, names),
+    return run_steps(lambda a, layout, g: call(kernel, a, layout, g), _state(dtype, names),
                      on_device, grads)
 
 
@@ -72,9 +71,9 @@ def _rmsprop_call(dtype, lr, alpha, eps, wd, momentum, centered, maximize):
 
 
 def _rmsprop_caller(scal):
-    def call(kernel, a, tables, g, active):
-        kernel(a["param"], g, a["square_avg"], a["grad_avg"], a["momentum_buffer"], *tables, active, GSRC, a["steps"],
-               *scal)
+    def call(kernel, a, layout, g):
+        kernel(a["param"], g, a["square_avg"], a["grad_avg"], a["momentum_buffer"], layout, a["steps"],
+               scal)
     call.cpu, call.gpu, call.scal = "_rmsprop_step_cpu", "_rmsprop_step_cuda", scal
     return call
 
@@ -114,8 +113,8 @@ def _adagrad_call(dtype, lr, lr_decay, eps, wd, maximize):
 
 
 def _adagrad_caller(scal):
-    def call(kernel, a, tables, g, active):
-        kernel(a["param"], g, a["sum"], *tables, active, GSRC, a["steps"], a["seg_scal"], *scal)
+    def call(kernel, a, layout, g):
+        kernel(a["param"], g, a["sum"], layout, a["steps"], a["seg_scal"], scal)
     call.cpu, call.gpu, call.scal = "_adagrad_step_cpu", "_adagrad_step_cuda", scal
     return call
 
@@ -148,8 +147,8 @@ def _adadelta_call(dtype, lr, rho, eps, wd, maximize):
 
 
 def _adadelta_caller(scal):
-    def call(kernel, a, tables, g, active):
-        kernel(a["param"], g, a["square_avg"], a["acc_delta"], *tables, active, GSRC, a["steps"], *scal)
+    def call(kernel, a, layout, g):
+        kernel(a["param"], g, a["square_avg"], a["acc_delta"], layout, a["steps"], scal)
     call.cpu, call.gpu, call.scal = "_adadelta_step_cpu", "_adadelta_step_cuda", scal
     return call
 
@@ -217,11 +216,3 @@ def test_optimizers_on_cuda_parameters_match_cpu(which):
 
 
 # ---- launchers and PTX ----------------------------------------------------------------------------
-def test_launchers_mirror_cpu_signatures():
-    check_launchers_mirror_cpu(C, G, ["rmsprop_step", "adagrad_step", "adadelta_step"])
-
-
-@pytest.mark.skipif(SIM, reason="compile_ptx cannot run under the CUDA simulator")
-def test_optim_adaptive_kernels_compile_to_ptx():
-    # RMSprop's and Adadelta's element kernels, Adagrad's two (their steps: optim.py's counter)
-    check_kernels_compile_to_ptx(G, 4)

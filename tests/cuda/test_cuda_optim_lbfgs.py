@@ -14,7 +14,7 @@ cuda = pytest.importorskip("numba.cuda")
 
 from numbagrad.kernels.cpu import optim_lbfgs as C  # noqa: E402
 from numbagrad.kernels.cuda import optim_lbfgs as G  # noqa: E402
-from optest import check_kernels_compile_to_ptx, check_launchers_mirror_cpu  # noqa: E402
+from numbagrad.optim.optimizer import ArenaLayout  # noqa: E402
 
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
 TOL = {np.float32: dict(rtol=2e-5, atol=1e-6), np.float64: dict(rtol=1e-12, atol=1e-13)}
@@ -109,23 +109,13 @@ def test_axpy_and_gather_match_cpu(dtype):
     active = np.array([1, 0, 1], np.uint8)
     out = np.full(N, 9, dtype)
     gsrc = np.zeros(6, np.int64)  # every gradient in the arena (the CUDA launcher ignores it)
-    C._lbfgs_gather_cpu(grad, *tables, active, gsrc, out)
+    C._lbfgs_gather_cpu(grad, ArenaLayout(*tables, active, gsrc), out)
     gout = cuda.to_device(np.full(N, 9, dtype))
-    G._lbfgs_gather_cuda(cuda.to_device(grad), *[cuda.to_device(t) for t in tables], cuda.to_device(active), gsrc,
-                         gout)
+    G._lbfgs_gather_cuda(cuda.to_device(grad), ArenaLayout(*[cuda.to_device(t) for t in tables],
+                                                           cuda.to_device(active), gsrc), gout)
     np.testing.assert_array_equal(gout.copy_to_host(), out)
     np.testing.assert_array_equal(out[4:7], 0)
     assert out[-1] == 9
-
-
-def test_launchers_mirror_cpu_signatures():
-    check_launchers_mirror_cpu(C, G, ["lbfgs_gather", "lbfgs_axpy", "lbfgs_dot", "lbfgs_pair", "lbfgs_absstats",
-                                      "lbfgs_direction"])
-
-
-@pytest.mark.skipif(SIM, reason="compile_ptx cannot run under the CUDA simulator")
-def test_lbfgs_kernels_compile_to_ptx():
-    check_kernels_compile_to_ptx(G, 9)
 
 
 @pytest.mark.parametrize("line_search", [None, "strong_wolfe"])

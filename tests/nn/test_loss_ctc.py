@@ -1,4 +1,4 @@
-"""ctc_loss / CTCLoss (numbagrad/nn/loss_ctc.py, kernels/cpu/ctc.py).
+"""ctc_loss / CTCLoss (numbagrad/ops/ctc.py, kernels/cpu/ctc.py).
 
 Checked against a float64 NumPy reference written here (a plain alpha recursion per
 sample), against float64 central differences (through log_softmax, where PyTorch's

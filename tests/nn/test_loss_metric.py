@@ -1,4 +1,4 @@
-"""Metric-learning losses (numbagrad/nn/loss_metric.py): every loss and reduction against
+"""Metric-learning losses (numbagrad/ops/loss_metric.py): every loss and reduction against
 a float64 NumPy reference (float32 and float64, strided inputs too), float64 central
 finite differences (inputs kept away from the hinges' kinks), and PyTorch (values and
 gradients, float32 to 1e-5 relative and float64); then the hard cases: zero distance,

@@ -1,4 +1,4 @@
-"""Regression and classification losses (``numbagrad/nn/loss_pointwise.py``).
+"""Regression and classification losses (``numbagrad/ops/loss_pointwise.py``).
 
 For every loss and reduction: the value against a float64 NumPy reference written here
 (float32 and float64), the gradient against float64 central differences, and value and
@@ -15,6 +15,7 @@ import pytest
 
 import numbagrad as ng
 from numbagrad.nn import loss_pointwise as L
+from numbagrad.ops import loss_pointwise as LP
 from optest import check_forward, check_grad, ng_torch_tensors
 
 try:
@@ -641,7 +642,7 @@ def _composed(x, y, w, pw):
 @pytest.mark.parametrize("twin", ["serial", "parallel"])
 def test_bce_logits_fused_matches_composed(dtype, wshape, pwshape, twin, monkeypatch):
     from numbagrad.kernels.cpu import bce as K
-    monkeypatch.setattr(L, "_CHUNK", 64)   # several row chunks (and a short last one)
+    monkeypatch.setattr(LP, "_CHUNK", 64)   # several row chunks (and a short last one)
     shape = (3, 5, 70)
     r = np.random.default_rng(5)
     x = (r.standard_normal(shape) * 8).astype(dtype)

@@ -24,15 +24,11 @@ def pos(*shape, seed=0, low=0.2):
     return np.abs(randn(*shape, seed=seed)) + low
 
 
+# acos, atan, cosh, acosh, erfinv, deg2rad, rad2deg, logit, positive: rows of tests/opdb.py
 UNARY = [
-    ("tan", np.tan, unit), ("asin", np.arcsin, unit), ("acos", np.arccos, unit), ("atan", np.arctan, randn),
-    ("sinh", np.sinh, randn), ("cosh", np.cosh, randn), ("asinh", np.arcsinh, randn),
-    ("acosh", np.arccosh, lambda *s, seed: pos(*s, seed=seed, low=1.2)), ("atanh", np.arctanh, unit),
-    ("arcsin", np.arcsin, unit), ("arctan", np.arctan, randn), ("erf", sp.erf, randn), ("erfc", sp.erfc, randn),
-    ("erfinv", sp.erfinv, unit), ("lgamma", sp.gammaln, pos),
-    ("deg2rad", np.deg2rad, randn), ("rad2deg", np.rad2deg, randn),
-    ("logit", lambda x: np.log(x / (1 - x)), lambda *s, seed: (unit(*s, seed=seed) + 1) / 2),
-    ("sgn", np.sign, randn), ("fix", np.trunc, randn), ("positive", lambda x: x, randn),
+    ("tan", np.tan, unit), ("asin", np.arcsin, unit), ("sinh", np.sinh, randn), ("asinh", np.arcsinh, randn),
+    ("atanh", np.arctanh, unit), ("arcsin", np.arcsin, unit), ("arctan", np.arctan, randn), ("erf", sp.erf, randn),
+    ("erfc", sp.erfc, randn), ("lgamma", sp.gammaln, pos), ("sgn", np.sign, randn), ("fix", np.trunc, randn),
 ]
 
 
@@ -44,13 +40,11 @@ def test_unary(name, ref, gen):
              tol={np.float32: dict(rtol=2e-6, atol=1e-6), np.float64: dict(rtol=1e-12, atol=1e-13)})
 
 
+# logaddexp2, xlogy, float_power, multiply, subtract, divide: rows of tests/opdb.py
 BINARY = [
     ("atan2", np.arctan2, randn), ("arctan2", np.arctan2, randn), ("hypot", np.hypot, randn),
     ("fmod", np.fmod, lambda *s, seed: pos(*s, seed=seed, low=0.5)),
     ("copysign", np.copysign, randn), ("logaddexp", np.logaddexp, randn),
-    ("logaddexp2", np.logaddexp2, randn),
-    ("xlogy", lambda x, y: x * np.log(y), pos), ("float_power", np.power, pos),
-    ("multiply", np.multiply, randn), ("subtract", np.subtract, randn), ("divide", np.divide, pos),
 ]
 
 
@@ -59,8 +53,7 @@ def test_binary_broadcasting(name, ref, gen):
     a = randn(3, 4, seed=2) * 3 if name == "fmod" else gen(3, 4, seed=2)
     b = gen(4, seed=3)
     fn = getattr(ng, name)
-    dtypes = (np.float64,) if name == "float_power" else (np.float32, np.float64)
-    check_op(fn, ref, [a, b], torch_fn=T(name), dtypes=dtypes,
+    check_op(fn, ref, [a, b], torch_fn=T(name),
              tol={np.float32: dict(rtol=2e-6, atol=1e-6), np.float64: dict(rtol=1e-12, atol=1e-13)})
 
 

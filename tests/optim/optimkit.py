@@ -9,6 +9,7 @@ nothing new" tests (``check_no_recompile``). The ``check_*`` helpers are the che
 every optimizer's tests share: state dict round trips, torch's state dict layout,
 loading a torch state dict, constructor validation.
 """
+import collections
 import copy
 
 import numpy as np
@@ -98,6 +99,17 @@ def run_parity(ng_cls, t_cls, kw, dtype, torch, steps=STEPS, skips=None, tol=Non
         o2.step()
     assert_close(P, T, dtype, tol)
     return P, T, o1, o2
+
+
+def ref_moments(p, g, m, v, lr, b1, b2, wd, decoupled):
+    """The first lines of the Adam family's NumPy references: weight decay (``decoupled``:
+    ``p`` scaled in place by ``1 - lr*wd``; else ``wd*p`` added to ``g``), then the two
+    moments; returns ``(g, m, v)``."""
+    if decoupled:
+        p *= 1 - lr * wd
+    else:
+        g = g + wd * p
+    return g, b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g * g
 
 
 def quadratic(x, A, b):
@@ -291,3 +303,163 @@ def check_constructor_rejects(cls, bad, torch_cls=None, torch=None):
         cls([p], differentiable=True)
     with pytest.raises(ValueError, match="empty parameter list"):
         cls([])
+
+
+# ---- one list of optimizers ---------------------------------------------------------------
+# Every fused optimizer once, as the shared checks of ``test_optimizers.py`` see it:
+#   oracle     torch.optim's class name, or the name of a float64 NumPy reference adapter in
+#              ``optim_refs.py`` (LAMB, Lion: not in torch)
+#   kernel     (family, entry point) of its fused CPU kernel (``be.kernel``)
+#   cases      option sets checked step for step against the oracle (``run_parity``); they
+#              reach every rounding branch of the kernels (lerp weights on both sides of
+#              0.5, L2 and decoupled decay, maximize, RAdam before and after rectification)
+#   tol        the parity tolerance per dtype (None: ``TOL``)
+#   converge   (id, options or a maker, problem, steps, atol, closure styles)
+#   state_dict (id, options, check_state_dict_round_trip's keyword arguments)
+#   recompile  (id, options, check_no_recompile's keyword arguments)
+# A new optimizer is one row here (its own behaviour tests stay in its test file).
+Optim = collections.namedtuple("Optim", "name oracle kernel cases tol converge state_dict recompile",
+                               defaults=(None, (), (), ()))
+
+
+def maker(name, kw):
+    """``params -> numbagrad.optim.<name>(params, **kw)``; ``kw`` may already be a maker."""
+    if callable(kw):
+        return kw
+    cls = getattr(ng.optim, name)
+    return lambda params: cls(params, **kw)
+
+
+def decaying_lr(name, gamma, after=0, **kw):
+    """A maker of optimizer ``name`` whose lr decays by ``gamma`` a step after the first
+    ``after`` steps. LAMB's trust ratio makes every step ``lr * ||p||`` long whatever the
+    gradient, so LAMB settles only as lr decays; decaying early strands it at the origin of
+    Rosenbrock (the valley passes there, and steps shrink with ``||p||``)."""
+    def make(params):
+        opt = getattr(ng.optim, name)(params, **kw)
+        count = [0]
+        step = opt.step
+
+        def decaying_step(closure=None):
+            loss = step(closure)
+            count[0] += 1
+            if count[0] > after:
+                for g in opt.param_groups:
+                    g["lr"] *= gamma
+            return loss
+        opt.step = decaying_step
+        return opt
+    return make
+
+
+SGD_CASES = [dict(lr=0.1), dict(lr=0.1, momentum=0.9), dict(lr=0.05, momentum=0.9, dampening=0.3),
+             dict(lr=0.1, momentum=0.8, nesterov=True), dict(lr=0.1, weight_decay=0.05),
+             dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01, maximize=True),
+             dict(lr=0.1, momentum=0.5, dampening=0.5, weight_decay=0.1, maximize=True)]
+ADAM_CASES = [dict(lr=1e-2), dict(lr=1e-2, amsgrad=True), dict(lr=1e-2, weight_decay=0.1),
+              dict(lr=1e-2, maximize=True), dict(lr=0.05, betas=(0.5, 0.9), eps=1e-6),
+              dict(lr=0.1, betas=(0.3, 0.5)), dict(lr=1e-2, amsgrad=True, weight_decay=0.05, maximize=True)]
+RMSPROP_CASES = [dict(), dict(lr=1e-3, alpha=0.9), dict(lr=1e-2, eps=1e-4), dict(lr=1e-2, weight_decay=0.1),
+                 dict(lr=1e-2, momentum=0.9), dict(lr=1e-2, centered=True), dict(lr=1e-2, alpha=0.3, centered=True),
+                 dict(lr=1e-2, maximize=True), dict(lr=1e-2, centered=True, momentum=0.5),
+                 dict(lr=5e-3, alpha=0.95, eps=1e-6, weight_decay=0.05, momentum=0.8, centered=True, maximize=True),
+                 dict(lr=1e-2, momentum=0.9, foreach=True)]
+ADAGRAD_CASES = [dict(), dict(lr=0.1), dict(lr=0.1, lr_decay=0.05), dict(lr=0.1, weight_decay=0.1),
+                 dict(lr=0.1, initial_accumulator_value=0.5), dict(lr=0.1, eps=1e-3), dict(lr=0.1, maximize=True),
+                 dict(lr=0.2, lr_decay=0.01, weight_decay=0.05, initial_accumulator_value=0.1, eps=1e-8,
+                      maximize=True),
+                 dict(lr=0.1, lr_decay=0.01, foreach=True), dict(lr=0.1, weight_decay=0.1, fused=True)]
+ADADELTA_CASES = [dict(), dict(lr=0.5, rho=0.5), dict(rho=0.99, eps=1e-4), dict(weight_decay=0.1),
+                  dict(maximize=True), dict(lr=2.0, rho=0.8, eps=1e-5, weight_decay=0.05, maximize=True),
+                  dict(weight_decay=0.1, foreach=True)]
+LAMB_CASES = [dict(lr=1e-2), dict(lr=1e-2, always_adapt=True), dict(lr=1e-2, weight_decay=0.1),
+              dict(lr=1e-2, weight_decay=0.01, maximize=True), dict(lr=1e-2, weight_decay=0.1, clamp_value=0.5),
+              dict(lr=1e-2, weight_decay=0.1, clamp_value=None),
+              dict(lr=1e-2, always_adapt=True, bias_correction=False),
+              dict(lr=0.05, betas=(0.3, 0.9), eps=1e-3, weight_decay=0.05),
+              dict(lr=1e-2, betas=(0.5, 0.99), always_adapt=True, maximize=True, clamp_value=2.0)]
+LION_CASES = [dict(lr=1e-2), dict(lr=1e-2, weight_decay=0.1), dict(lr=1e-2, maximize=True),
+              dict(lr=3e-3, betas=(0.95, 0.98), weight_decay=1.0), dict(lr=1e-2, betas=(0.0, 0.5)),
+              dict(lr=1e-2, betas=(1.0, 0.9), weight_decay=0.01, maximize=True)]
+# float64 references of the papers' exact trajectories: float32 arenas drift from them
+REF_TOL = {np.float32: dict(rtol=2e-5, atol=2e-5), np.float64: dict(rtol=1e-12, atol=1e-12)}
+_BOTH = (False, True)
+_ADAPTIVE_RECOMPILE = dict(bump=("lr", "weight_decay"))
+_ADAMX_RECOMPILE = dict(bump=("lr", "weight_decay"), skip=(1,))
+_ADAMX_SD = dict(skips={k: (2,) for k in range(3)})
+
+OPTIMIZERS = [
+    Optim("SGD", "SGD", ("optim", "sgd_step"), SGD_CASES,
+          converge=[("quadratic", dict(lr=0.05, momentum=0.9), "quadratic", 400, 2e-2, (False,)),
+                    ("rosenbrock", dict(lr=1e-3, momentum=0.9), "rosenbrock", 5000, 2e-2, (False,)),
+                    ("nesterov-quadratic", dict(lr=0.02, momentum=0.9, nesterov=True), "quadratic", 400, 2e-2,
+                     (False,)),
+                    ("nesterov-rosenbrock", dict(lr=1e-3, momentum=0.9, nesterov=True), "rosenbrock", 5000, 2e-2,
+                     (False,))],
+          state_dict=[("nesterov", dict(lr=0.1, momentum=0.9, nesterov=True), {})],
+          recompile=[("momentum", dict(lr=0.1, momentum=0.9), {})]),
+    Optim("Adam", "Adam", ("optim", "adam_step"), ADAM_CASES,
+          converge=[("quadratic", dict(lr=0.05), "quadratic", 400, 2e-2, (False,)),
+                    ("rosenbrock", dict(lr=0.02), "rosenbrock", 5000, 2e-2, (False,))],
+          state_dict=[("amsgrad", dict(lr=1e-2, amsgrad=True), {})],
+          recompile=[("plain", dict(lr=1e-3), {})]),
+    Optim("AdamW", "AdamW", ("optim", "adam_step"), ADAM_CASES,
+          converge=[("quadratic", dict(lr=0.05, weight_decay=1e-4), "quadratic", 400, 2e-2, (False,)),
+                    ("rosenbrock", dict(lr=0.02, weight_decay=0), "rosenbrock", 5000, 2e-2, (False,))],
+          state_dict=[("plain", dict(lr=1e-2), {})]),
+    Optim("Adamax", "Adamax", ("optim_adamx", "adamax_step"), ADAMX_CASES["adamax"],
+          converge=[("quadratic", dict(lr=0.05), "quadratic", 400, 1e-4, (False,)),
+                    ("rosenbrock", dict(lr=5e-3, betas=(0.9, 0.99)), "rosenbrock", 2000, 5e-3, (True,))],
+          state_dict=[("skips", dict(lr=1e-2, weight_decay=0.01), _ADAMX_SD)],
+          recompile=[("plain", dict(lr=1e-3), _ADAMX_RECOMPILE)]),
+    Optim("RAdam", "RAdam", ("optim_adamx", "radam_step"), ADAMX_CASES["radam"],
+          converge=[("quadratic", dict(lr=0.05), "quadratic", 400, 1e-4, (False,)),
+                    ("decoupled-quadratic", dict(lr=0.05, weight_decay=1e-4, decoupled_weight_decay=True),
+                     "quadratic", 400, 1e-3, (False,)),
+                    ("rosenbrock", dict(lr=1e-2, betas=(0.9, 0.99)), "rosenbrock", 2000, 5e-3, (True,))],
+          state_dict=[("skips", dict(lr=1e-2, weight_decay=0.01, decoupled_weight_decay=True), _ADAMX_SD)],
+          recompile=[("plain", dict(lr=1e-3), _ADAMX_RECOMPILE)]),
+    Optim("NAdam", "NAdam", ("optim_adamx", "nadam_step"), ADAMX_CASES["nadam"],
+          converge=[("quadratic", dict(lr=0.05), "quadratic", 400, 1e-4, (False,)),
+                    ("rosenbrock", dict(lr=5e-3, betas=(0.9, 0.99)), "rosenbrock", 4000, 1e-2, (True,))],
+          state_dict=[("skips", dict(lr=1e-2, weight_decay=0.01), _ADAMX_SD)],
+          recompile=[("plain", dict(lr=1e-3), _ADAMX_RECOMPILE)]),
+    Optim("RMSprop", "RMSprop", ("optim_adaptive", "rmsprop_step"), RMSPROP_CASES,
+          converge=[("quadratic", dict(lr=1e-2), "quadratic", 500, 1e-3, (False,)),
+                    ("centered-momentum-quadratic", dict(lr=1e-3, momentum=0.9, centered=True), "quadratic", 500,
+                     1e-3, (True,)),
+                    ("momentum-rosenbrock", dict(lr=1e-3, momentum=0.9), "rosenbrock", 3000, 1e-2, (False,)),
+                    ("centered-rosenbrock", dict(lr=3e-3, centered=True), "rosenbrock", 4000, 5e-2, (True,))],
+          state_dict=[("centered-momentum", dict(lr=1e-2, momentum=0.9, centered=True, weight_decay=0.01), {}),
+                      ("plain", dict(lr=1e-2), {})],
+          recompile=[("centered-momentum", dict(lr=1e-2, momentum=0.9, centered=True), _ADAPTIVE_RECOMPILE),
+                     ("plain", dict(lr=1e-2), _ADAPTIVE_RECOMPILE)]),
+    Optim("Adagrad", "Adagrad", ("optim_adaptive", "adagrad_step"), ADAGRAD_CASES,
+          converge=[("quadratic", dict(lr=0.5), "quadratic", 500, 1e-3, (False,)),
+                    ("rosenbrock", dict(lr=1.0), "rosenbrock", 8000, 2e-2, (True,))],
+          state_dict=[("decay", dict(lr=0.1, lr_decay=0.05, initial_accumulator_value=0.1), {})],
+          recompile=[("decay", dict(lr=0.1, lr_decay=0.01), _ADAPTIVE_RECOMPILE)]),
+    # Adadelta's step does not shrink with lr=1: it settles within ~eps-sized noise
+    Optim("Adadelta", "Adadelta", ("optim_adaptive", "adadelta_step"), ADADELTA_CASES,
+          converge=[("quadratic", dict(lr=1.0), "quadratic", 2000, 5e-2, (False,)),
+                    ("rosenbrock", dict(lr=1.0, rho=0.999), "rosenbrock", 6000, 1e-1, (True,))],
+          state_dict=[("decay", dict(lr=0.5, weight_decay=0.01), {})],
+          recompile=[("plain", dict(), _ADAPTIVE_RECOMPILE)]),
+    Optim("Lamb", "_RefLamb", ("optim_lamb", "lamb_step"), LAMB_CASES, tol=REF_TOL,
+          converge=[("quadratic", decaying_lr("Lamb", 0.995, lr=0.05, weight_decay=1e-4), "quadratic", 600, 1e-2,
+                     _BOTH),
+                    ("always-adapt-quadratic", decaying_lr("Lamb", 0.995, lr=0.05, always_adapt=True), "quadratic",
+                     600, 1e-2, _BOTH),
+                    # no weight decay: no trust ratio
+                    ("plain-quadratic", dict(lr=0.05), "quadratic", 400, 1e-3, _BOTH),
+                    ("rosenbrock", decaying_lr("Lamb", 0.998, 1000, lr=0.02, betas=(0.9, 0.99), always_adapt=True),
+                     "rosenbrock", 3000, 1e-2, _BOTH)],
+          state_dict=[("adapt", dict(lr=1e-2, weight_decay=0.05), dict(dtype=np.float32)),
+                      ("plain", dict(lr=1e-2), dict(dtype=np.float32))],
+          recompile=[("adapt", dict(lr=1e-3, weight_decay=0.01), {}), ("plain", dict(lr=1e-3), {})]),
+    Optim("Lion", "_RefLion", ("optim_lamb", "lion_step"), LION_CASES, tol=REF_TOL,
+          converge=[("quadratic", dict(lr=2e-3), "quadratic", 1500, 1e-2, _BOTH),
+                    ("rosenbrock", dict(lr=2e-3, betas=(0.95, 0.98)), "rosenbrock", 3000, 3e-2, _BOTH)],
+          state_dict=[("decay", dict(lr=1e-2, weight_decay=0.1), dict(dtype=np.float32))],
+          recompile=[("plain", dict(lr=1e-3), {})]),
+]

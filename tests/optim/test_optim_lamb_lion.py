@@ -2,7 +2,7 @@
 ``numbagrad/kernels/cpu/optim_lamb.py``).
 
 Neither is in ``torch.optim``, so the oracle is a float64 NumPy per-tensor reference
-written from the papers' formulas (``_ref_lamb``, ``_ref_lion`` below, not from the
+written from the papers' formulas (``_ref_lamb``, ``_ref_lion`` in ``optim_refs.py``, not from the
 kernels). ``optimkit.run_parity`` drives it through a small ``torch.optim.Optimizer``
 adapter (``_RefLamb``, ``_RefLion``) that keeps float64 master copies and writes them
 back to the torch parameters, so the harness and its torch-side state dicts are the
@@ -24,7 +24,8 @@ torch = pytest.importorskip("torch")
 
 import optimkit  # noqa: E402
 from optest import block_tables  # noqa: E402
-from optimkit import converge, setup, train  # noqa: E402
+from optim_refs import _RefLamb, _RefLion, _ref_lamb  # noqa: E402
+from optimkit import setup, train  # noqa: E402
 
 TOL64 = dict(rtol=1e-12, atol=1e-12)
 TOL32 = dict(rtol=2e-5, atol=2e-5)
@@ -32,125 +33,12 @@ SKIPS = {0: (1,), 3: (1, 2), 4: (0,), 9: (0, 1, 2, 3, 4), 40: (3,), 41: (3,)}
 
 
 # ---- the reference: the papers' formulas, per tensor, float64 --------------------------------
-def _ref_lamb(p, g, m, v, t, lr, betas, eps, weight_decay, bias_correction, clamp_value, always_adapt,
-              maximize):
-    """One LAMB step (You et al. 2019, Algorithm 2) of one tensor; returns (p, m, v)."""
-    beta1, beta2 = betas
-    if maximize:
-        g = -g
-    m = beta1 * m + (1 - beta1) * g
-    v = beta2 * v + (1 - beta2) * g * g
-    if bias_correction:
-        m_hat, v_hat = m / (1 - beta1 ** t), v / (1 - beta2 ** t)
-    else:
-        m_hat, v_hat = m, v
-    r = m_hat / (np.sqrt(v_hat) + eps) + weight_decay * p
-    trust = 1.0
-    if weight_decay != 0 or always_adapt:
-        w_norm = np.sqrt(np.sum(p * p))
-        if clamp_value is not None:
-            w_norm = min(w_norm, clamp_value)
-        r_norm = np.sqrt(np.sum(r * r))
-        if w_norm > 0 and r_norm > 0:
-            trust = w_norm / r_norm
-    return p - lr * trust * r, m, v
-
-
-def _ref_lion(p, g, m, lr, betas, weight_decay, maximize):
-    """One Lion step (Chen et al. 2023, Algorithm 2) of one tensor; returns (p, m)."""
-    beta1, beta2 = betas
-    if maximize:
-        g = -g
-    c = beta1 * m + (1 - beta1) * g
-    p = p * (1 - lr * weight_decay) - lr * np.sign(c)
-    return p, beta2 * m + (1 - beta2) * g
-
-
-class _Ref(torch.optim.Optimizer):
-    """A torch-side optimizer running the NumPy reference in float64 (master copies of the
-    parameters and moments), so ``optimkit.run_parity`` can drive it. Its state has the
-    layout of a PyTorch implementation: ``step`` (float32 0-d), then the moments in the
-    parameter dtype."""
-
-    KEYS = ()
-
-    def __init__(self, params, **kw):
-        super().__init__(params, dict(self.DEFAULTS, **kw))
-        self.master = {}
-
-    def step(self, closure=None):
-        for group in self.param_groups:
-            hp = {k: v for k, v in group.items() if k != "params"}
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                st = self.state[p]
-                if not st:
-                    st["step"] = torch.tensor(0.0)
-                    for k in self.KEYS:
-                        st[k] = torch.zeros_like(p)
-                if p not in self.master:
-                    self.master[p] = [p.detach().double().numpy().copy()] + [st[k].double().numpy().copy()
-                                                                            for k in self.KEYS]
-                st["step"] += 1
-                out = self.update(self.master[p], p.grad.double().numpy(), st["step"].item(), hp)
-                self.master[p] = list(out)
-                with torch.no_grad():
-                    p.copy_(torch.as_tensor(np.asarray(out[0])))
-                    for k, a in zip(self.KEYS, out[1:]):
-                        st[k].copy_(torch.as_tensor(np.asarray(a)))
-
-
-class _RefLamb(_Ref):
-    KEYS = ("exp_avg", "exp_avg_sq")
-    DEFAULTS = dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0, bias_correction=True, clamp_value=10.0,
-                    always_adapt=False, maximize=False)
-
-    @staticmethod
-    def update(state, g, t, hp):
-        p, m, v = state
-        return _ref_lamb(p, g, m, v, t, **hp)
-
-
-class _RefLion(_Ref):
-    KEYS = ("exp_avg",)
-    DEFAULTS = dict(lr=1e-4, betas=(0.9, 0.99), weight_decay=0, maximize=False)
-
-    @staticmethod
-    def update(state, g, t, hp):
-        p, m = state
-        return _ref_lion(p, g, m, **hp)
-
-
 def _parity(ng_cls, ref_cls, kw, dtype, **extra):
     tol = TOL64 if dtype == np.float64 else TOL32
     return optimkit.run_parity(ng_cls, ref_cls, kw, dtype, torch, tol=tol, **extra)
 
 
 # ---- parity with the reference ----------------------------------------------------------------
-LAMB_CASES = [dict(lr=1e-2), dict(lr=1e-2, always_adapt=True), dict(lr=1e-2, weight_decay=0.1),
-              dict(lr=1e-2, weight_decay=0.01, maximize=True), dict(lr=1e-2, weight_decay=0.1, clamp_value=0.5),
-              dict(lr=1e-2, weight_decay=0.1, clamp_value=None),
-              dict(lr=1e-2, always_adapt=True, bias_correction=False),
-              dict(lr=0.05, betas=(0.3, 0.9), eps=1e-3, weight_decay=0.05),
-              dict(lr=1e-2, betas=(0.5, 0.99), always_adapt=True, maximize=True, clamp_value=2.0)]
-LION_CASES = [dict(lr=1e-2), dict(lr=1e-2, weight_decay=0.1), dict(lr=1e-2, maximize=True),
-              dict(lr=3e-3, betas=(0.95, 0.98), weight_decay=1.0), dict(lr=1e-2, betas=(0.0, 0.5)),
-              dict(lr=1e-2, betas=(1.0, 0.9), weight_decay=0.01, maximize=True)]
-
-
-@pytest.mark.parametrize("kw", LAMB_CASES, ids=[str(k) for k in LAMB_CASES])
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_lamb_matches_reference(kw, dtype):
-    _parity(Lamb, _RefLamb, kw, dtype)
-
-
-@pytest.mark.parametrize("kw", LION_CASES, ids=[str(k) for k in LION_CASES])
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_lion_matches_reference(kw, dtype):
-    _parity(Lion, _RefLion, kw, dtype)
-
-
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("ng_cls,ref_cls,kw", [(Lamb, _RefLamb, dict(lr=1e-2, weight_decay=0.1)),
                                                (Lamb, _RefLamb, dict(lr=1e-2)),
@@ -201,7 +89,7 @@ def test_large_parameters_span_blocks_and_use_the_parallel_kernel(ng_cls, ref_cl
 def _arena_args(dtype, kind, seed=0):
     """A bucket-shaped argument tuple for the kernels: parameters of 40000 (3 blocks), 7
     and 20000 elements, one of them inactive."""
-    from numbagrad.optim.optimizer import _BLOCK
+    from numbagrad.optim.optimizer import _BLOCK, ArenaLayout
     sizes = (40000, 7, 20000)
     rng = np.random.default_rng(seed)
     total = sum(sizes)
@@ -210,13 +98,15 @@ def _arena_args(dtype, kind, seed=0):
     gsrc = np.zeros(6, np.int64)  # every gradient in its arena slot
     t = np.dtype(dtype).type
     p, g = rng.standard_normal(total).astype(dtype), rng.standard_normal(total).astype(dtype)
+    layout = ArenaLayout(*tables, active, gsrc)
     if kind == "lamb":
         m, v = rng.standard_normal(total).astype(dtype) * t(0.1), np.abs(rng.standard_normal(total)).astype(dtype)
-        return (p, g, m, v, np.zeros(total, dtype), *tables, active, gsrc, np.array([3, 0, 7], np.float32),
-                np.zeros(6, dtype), np.zeros(2 * len(tables[0])), 1e-2, 0.9, 0.999, t(0.1), t(0.9), t(0.999), t(1e-3),
-                t(1e-6), t(0.01), t(1), 10.0, True, True, True)
-    return (p, g, rng.standard_normal(total).astype(dtype), *tables, active, gsrc, np.zeros(3, np.float32),
-            t(-1e-2), t(0.9), t(0.1), t(0.99), t(0.01), t(0.999), t(1))
+        return (p, g, m, v, np.zeros(total, dtype), layout, np.array([3, 0, 7], np.float32),
+                np.zeros(6, dtype), np.zeros(2 * len(tables[0])), (1e-2, 0.9, 0.999, t(0.1), t(0.9), t(0.999),
+                                                                    t(1e-3), t(1e-6), t(0.01), t(1), 10.0, True, True,
+                                                                    True))
+    return (p, g, rng.standard_normal(total).astype(dtype), layout, np.zeros(3, np.float32),
+            (t(-1e-2), t(0.9), t(0.1), t(0.99), t(0.01), t(0.999), t(1)))
 
 
 @pytest.mark.parametrize("kind", ["lamb", "lion"])
@@ -234,15 +124,6 @@ def test_serial_and_parallel_twins_are_bit_identical(kind):
 
 
 # ---- state dict -----------------------------------------------------------------------------
-MAKERS = [lambda P: Lamb(P, lr=1e-2, weight_decay=0.05), lambda P: Lamb(P, lr=1e-2),
-          lambda P: Lion(P, lr=1e-2, weight_decay=0.1)]
-
-
-@pytest.mark.parametrize("make", MAKERS, ids=["lamb_adapt", "lamb_plain", "lion"])
-def test_state_dict_round_trip_continues_identically(make):
-    optimkit.check_state_dict_round_trip(make, np.float32)
-
-
 @pytest.mark.parametrize("ng_cls,ref_cls,kw,keys",
                          [(Lamb, _RefLamb, dict(lr=1e-2, weight_decay=0.1), ["step", "exp_avg", "exp_avg_sq"]),
                           (Lion, _RefLion, dict(lr=1e-2), ["step", "exp_avg"])], ids=["lamb", "lion"])
@@ -264,53 +145,7 @@ def test_state_dict_layout_and_loading_a_torch_state_dict(ng_cls, ref_cls, kw, k
     optimkit.assert_close(fresh, T, np.float64, TOL64)
 
 
-# ---- convergence ----------------------------------------------------------------------------
-def _decaying(gamma, after=0, **kw):
-    """LAMB whose lr decays by ``gamma`` a step after the first ``after`` steps. The trust
-    ratio makes every step ``lr * ||p||`` long whatever the gradient, so LAMB settles only
-    as lr decays; decaying early strands it at the origin of Rosenbrock (the valley
-    passes there, and steps shrink with ``||p||``)."""
-    def make(params):
-        opt = Lamb(params, **kw)
-        count = [0]
-        step = opt.step
-
-        def decaying_step(closure=None):
-            loss = step(closure)
-            count[0] += 1
-            if count[0] > after:
-                for g in opt.param_groups:
-                    g["lr"] *= gamma
-            return loss
-        opt.step = decaying_step
-        return opt
-    return make
-
-
-@pytest.mark.parametrize("closure_style", [False, True])
-@pytest.mark.parametrize("make,problem,steps,atol", [
-    (_decaying(0.995, lr=0.05, weight_decay=1e-4), "quadratic", 600, 1e-2),
-    (_decaying(0.995, lr=0.05, always_adapt=True), "quadratic", 600, 1e-2),
-    (lambda p: Lamb(p, lr=0.05), "quadratic", 400, 1e-3),  # no weight decay: no trust ratio
-    (_decaying(0.998, 1000, lr=0.02, betas=(0.9, 0.99), always_adapt=True), "rosenbrock", 3000, 1e-2),
-    (lambda p: Lion(p, lr=2e-3), "quadratic", 1500, 1e-2),
-    (lambda p: Lion(p, lr=2e-3, betas=(0.95, 0.98)), "rosenbrock", 3000, 3e-2),
-], ids=["lamb_quadratic", "lamb_always_adapt_quadratic", "lamb_plain_quadratic", "lamb_rosenbrock",
-        "lion_quadratic", "lion_rosenbrock"])
-def test_converges(make, problem, steps, atol, closure_style):
-    x, x_true = converge(make, problem, steps, closure_style)
-    np.testing.assert_allclose(x, x_true, atol=atol)
-
-
 # ---- the fused arena --------------------------------------------------------------------------
-@pytest.mark.parametrize("ng_cls,kw,kern", [(Lamb, dict(lr=1e-3, weight_decay=0.01), "_lamb_step_cpu"),
-                                            (Lamb, dict(lr=1e-3), "_lamb_step_cpu"),
-                                            (Lion, dict(lr=1e-3), "_lion_step_cpu")],
-                         ids=["lamb_adapt", "lamb_plain", "lion"])
-def test_second_step_compiles_nothing_new(ng_cls, kw, kern):
-    optimkit.check_no_recompile(lambda P: ng_cls(P, **kw), [getattr(K, kern)])
-
-
 def test_lamb_scratch_lives_with_the_arena():
     P, _, grads = setup(np.float32, steps=4)
     o = Lamb(P, lr=1e-2)

@@ -36,21 +36,18 @@ Design
   the products back once (``amp/grad_scaler.py``'s ``_unscale_check``), as torch's
   ``opmath`` does. ``GradScaler.unscale_`` refuses float16 gradients, as torch does.
 """
-from numba import njit, prange
+from numba import prange
 
-from ...backend import config
-from .._jit import FlatKernel
+from .._jit import FlatKernel, exact_jit
 from .optim import block_of, grad_block
+
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = ("unscale_check",)
 
 __all__ = ["_unscale_check_cpu"]
 
 
-def _exact_jit(fn):
-    # fastmath off, always (see the module docstring); otherwise cpu_jit's flags
-    return njit(cache=config.CACHE, fastmath=False, error_model="numpy")(fn)
-
-
-@_exact_jit
+@exact_jit
 def _unscale_span(g, inv_scale):
     """``g *= inv_scale`` in place (nothing stored when ``inv_scale == 1``); returns how many
     elements were inf or NaN before the multiply."""

@@ -39,6 +39,9 @@ from numba import prange
 from .._jit import flat_kernel, scalar_helper
 from .. import scalar as S
 
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = ("attn_softmax_fwd", "attn_softmax_bwd")
+
 
 @scalar_helper
 def _row_sum3(x, n, i, lim):
@@ -87,7 +90,7 @@ def _row_dot3(a, b, n, i, lim):
 
 
 @flat_kernel
-def _attn_shift_cpu(s, mask, mdiv, has_mask, causal, scale, p):
+def _attn_shift(s, mask, mdiv, has_mask, causal, scale, p):
     """p[n, i, j] = x - max_j x with x = s * scale (+ mask); -inf where causally removed
     and on rows with no finite logit (so that exp gives 0 there)."""
     N, L, Sk = s.shape
@@ -118,7 +121,7 @@ def _attn_shift_cpu(s, mask, mdiv, has_mask, causal, scale, p):
 
 
 @flat_kernel
-def _attn_normalize_cpu(p, causal, empty_nan, dropout, seed, thr53, dscale, pd, dmask):
+def _attn_normalize(p, causal, empty_nan, dropout, seed, thr53, dscale, pd, dmask):
     """p /= row sum (a zero sum -- no finite logit -- gives 0 or NaN); optional dropout."""
     N, L, Sk = p.shape
     zero = type(dscale)(0)
@@ -150,13 +153,13 @@ def _attn_softmax_fwd_cpu(s, mask, mdiv, has_mask, causal, scale, empty_nan, dro
     docstring. Three passes: shift (@njit), ``np.exp`` (NumPy SIMD), normalise (@njit)."""
     if s.size == 0:
         return
-    _attn_shift_cpu(s, mask, mdiv, has_mask, causal, scale, p)
+    _attn_shift(s, mask, mdiv, has_mask, causal, scale, p)
     np.exp(p, out=p)
-    _attn_normalize_cpu(p, causal, empty_nan, dropout, seed, thr53, dscale, pd, dmask)
+    _attn_normalize(p, causal, empty_nan, dropout, seed, thr53, dscale, pd, dmask)
 
 
 @flat_kernel
-def _attn_softmax_bwd_kernel_cpu(dp, p, dmask, dropout, dscale, scale, ds):
+def _attn_softmax_bwd_rows(dp, p, dmask, dropout, dscale, scale, ds):
     N, L, Sk = dp.shape
     zero = type(dscale)(0)
     for r in prange(N * L):
@@ -177,4 +180,4 @@ def _attn_softmax_bwd_kernel_cpu(dp, p, dmask, dropout, dscale, scale, ds):
 def _attn_softmax_bwd_cpu(dp, p, dmask, dropout, dscale, scale, ds):
     """ds = scale * p * (g - <g, p>) per row, g = dp (* dmask * dscale with dropout)."""
     if dp.size:
-        _attn_softmax_bwd_kernel_cpu(dp, p, dmask, dropout, dscale, scale, ds)
+        _attn_softmax_bwd_rows(dp, p, dmask, dropout, dscale, scale, ds)

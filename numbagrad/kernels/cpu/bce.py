@@ -20,14 +20,12 @@ twin skip the reduction; here the sum is free). ``_bce_logits_bwd_cpu`` reads th
 upstream gradient per element (``per_elem``) or as ``gout[0]`` (already divided by the
 mean's count).
 
-Transcendentals, measured (1M float32 elements, serial twin, no weights, this 2-core
-machine): with libm ``exp`` + ``log1p`` in the loop the forward took 16 ms; with
-:func:`~numbagrad.kernels.cpu.loss.vexp` and :func:`vlog1p_unit` below (both vectorise)
-it takes 2.2 ms, against 3.8 ms for the NumPy composition (``exp(-|x|)``, ``log1p``,
-``maximum``, products, float64 sum: five ufunc passes and temporaries). Backward 1.2 ms
-(NumPy ``sigmoid(x) - y`` alone: 1.7 ms). Two details keep the loops vectorised: the
-float64 total is summed per row after the loop (``_sum8`` over the row, in L1), and the
-upstream gradient is applied in a second pass over the row, not chosen per element.
+Transcendentals: libm ``exp`` + ``log1p`` in the loop do not vectorise, so the loops use
+:func:`~numbagrad.kernels.cpu.loss.vexp` and :func:`vlog1p_unit` below (both vectorise):
+the forward over 1M float32 elements takes 2.2 ms against 16 ms with libm and 3.8 ms for
+the NumPy composition (more: ``perf/README.md``, "Measurement notes", ``kernels/cpu/bce.py``).
+Two details keep the loops vectorised: the float64 total is summed per row after the loop
+(``_sum8`` over the row, in L1), and the upstream gradient is applied in a second pass over the row, not chosen per element.
 Rows are ``prange`` tasks: ``L`` is a per-last-dim operand's length, else a chunk of
 4096 elements chosen by the caller. ``tests/nn/test_loss_pointwise.py`` checks both
 twins against the composed float64 formula.
@@ -39,6 +37,9 @@ from numba.extending import overload
 
 from .._jit import flat_kernel
 from .loss import _sum8, vexp
+
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = ("bce_logits_fwd", "bce_logits_bwd")
 
 
 def vlog1p_unit(e):

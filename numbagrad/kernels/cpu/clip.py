@@ -35,19 +35,21 @@ The element range ``[0, total)`` (arrays back to back) is cut into ``nchunk`` eq
 (one ``prange`` task each, ``nchunk`` from the total only, so results are deterministic);
 a chunk finds its first array by binary search over the offsets and walks the arrays it
 covers. Reductions sum in float64 with ``fastmath={'reassoc', 'contract'}`` (see
-``_reduce_jit``: LLVM then vectorises them) and write one partial per chunk; the launcher
+``reduction_jit``: LLVM then vectorises them) and write one partial per chunk; the launcher
 combines the partials. Below ``config.PARALLEL_THRESHOLD`` elements the serial twins run.
 """
 import math
 import weakref
 
 import numpy as np
-from numba import carray, njit, prange
+from numba import carray, prange
 
-from ...backend import config
-from .._clip_common import _empty_norm, _norm_mode
-from .._jit import FlatKernel, cpu_jit
+from .._clip_common import _empty_norm, _norm_mode, clip_coef
+from .._jit import FlatKernel, cpu_jit, reduction_jit
 from ._ptr import _ptr_of
+
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = ("grad_norm", "grad_scale", "grad_clamp")
 
 __all__ = ["_grad_norm_cpu", "_grad_scale_cpu", "_grad_clamp_cpu"]
 
@@ -58,16 +60,8 @@ _MAX_CHUNKS = 256
 
 
 # ---- per-span reductions -------------------------------------------------------------------------
-def _reduce_jit(fn):
-    # NOTE: the one departure from ``cpu_jit``'s flags: ``reassoc`` (and ``contract``) only,
-    # so LLVM vectorises the float64 sums (10M float32: 1.6 ms against 12.7 ms with eight
-    # scalar accumulators, 19 ms with one); no ``nnan``/``ninf``, so NaN and inf still
-    # propagate into the norm. Only the summation order changes, as in any SIMD sum.
-    return njit(cache=config.CACHE, fastmath={"reassoc", "contract"}, error_model="numpy")(fn)
-
-
-@_reduce_jit
-def _sumsq(a):
+@reduction_jit
+def sumsq(a):
     s = 0.0
     for j in range(a.size):
         x = np.float64(a[j])
@@ -75,7 +69,7 @@ def _sumsq(a):
     return s
 
 
-@_reduce_jit
+@reduction_jit
 def _sumabs(a):
     s = 0.0
     for j in range(a.size):
@@ -159,7 +153,7 @@ def _norm_chunks(ptrs, offs, like, mode, p, part):
             s, lo = _piece(ptrs, offs, like, k, lo, hi)
             k += 1
             if mode == 0:
-                acc += _sumsq(s)
+                acc += sumsq(s)
             elif mode == 1:
                 acc += _sumabs(s)
             elif mode == 2:
@@ -265,20 +259,11 @@ def _grad_norm_cpu(grads, norm_type, out):
     out[0] = r
 
 
-def _clip_coef(total, max_norm):
-    """PyTorch's ``clamp(max_norm / (total + 1e-6), max=1)`` in ``total``'s dtype (``float /
-    tensor`` is ``tensor.reciprocal() * float`` there)."""
-    t = total.dtype.type
-    with np.errstate(all="ignore"):
-        c = t(1) / (t(total[0]) + t(1e-6)) * t(max_norm)
-    return t(1) if c > 1 else c  # NaN stays NaN
-
-
 def _grad_scale_cpu(grads, total, max_norm):
     """Multiply every gradient by ``min(max_norm / (total[0] + 1e-6), 1)`` (see above)."""
     if not grads:
         return
-    c = _clip_coef(total, max_norm)
+    c = clip_coef(total, max_norm)
     if c == 1:
         return  # multiplying by exactly 1 changes no element (NaN and inf included)
     ptrs, offs, like = _table(grads)

@@ -34,11 +34,9 @@ once, so the inner loop is a branch-free strided copy (a contiguous one for ``sw
 that LLVM vectorises.
 
 Indices inside the copy loops are ``uint64``: with signed indices numba emits a
-negative-index wraparound select on every access and LLVM did not vectorise the copy.
-Measured (float32, x = 32x16x32x32, 3x3, padding 1, cols 144 x 32768, serial twin, min of
-20, machine shared): im2col 3.3 -> 1.2 ms, col2im 9.0 -> 1.1 ms (a plain njit copy of the
-same 19 MB ran 0.9 ms). Parallel twins: im2col 0.8 ms, col2im ~1.0 ms. ``np`` slice
-assignment inside njit was slower (3.4 ms), a long flat copy with fringe fix-up no faster.
+negative-index wraparound select on every access and LLVM did not vectorise the copy:
+unsigned, col2im went from 9.0 to 1.1 ms on the 3x3 benchmark layer's 144 x 32768 columns
+(serial twin; the other figures: ``perf/README.md``, "Measurement notes", ``kernels/cpu/conv.py``).
 """
 import numpy as np
 from numba import prange, uint64
@@ -46,6 +44,9 @@ from numba import prange, uint64
 from ...backend import config
 from .._jit import cpu_jit, flat_kernel, scalar_helper
 from ._blas import gemm, num_threads, serial_private_blas
+
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = ("im2col", "col2im", "conv_fwd_samples", "conv_dgrad_samples", "conv_wgrad_samples")
 
 
 @scalar_helper

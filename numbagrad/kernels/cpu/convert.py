@@ -36,6 +36,9 @@ from numba import prange
 from ..._dtype import bfloat16 as _BF16
 from .._jit import flat_kernel, scalar_helper
 
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = ("f32_to_bf16", "bf16_to_f32", "f32_to_f16", "f16_to_f32")
+
 __all__ = ["_f32_to_bf16_cpu", "_bf16_to_f32_cpu", "_f32_bits_to_bf16", "to_bf16", "from_bf16",
            "_f32_to_f16_cpu", "_f16_to_f32_cpu", "_f32_bits_to_f16", "to_f16", "from_f16"]
 

@@ -12,7 +12,7 @@ Contract (the same for the CUDA twins in ``kernels/cuda/ctc.py``)::
   ``input_lengths`` / ``target_lengths`` int64 ``(N,)``, already validated by the op
   (``0 <= T_b <= T``, ``0 <= L_b <= S``, labels in ``[0, C)`` and never ``blank``).
 * ``lab`` int64 and ``smask`` ``(N, W)``, ``W = round_up(2*max(L)+1, 8) + 2``
-  (``nn.loss_ctc.ctc_width``): written by the forward and read by the backward.
+  (``ops.ctc.ctc_width``): written by the forward and read by the backward.
   ``lab[b, s]`` is the extended label sequence ``l'`` (blank, l1, blank, l2, ..., blank;
   blank padding past ``2 L_b + 1``); ``smask[b, s]`` is ``0`` where the alpha recursion may
   skip from ``s-2`` (``l'_s`` is a label different from ``l'_{s-2}``) and ``-inf`` elsewhere,
@@ -51,15 +51,12 @@ alignment stay -inf, so rows are computed over every ``s`` without the reachable
 
 Speed. Every cell costs three ``exp`` and one ``log``. pip's llvmlite has no SVML, so libm
 calls inside @njit are scalar; the loops use :func:`vexp0` and :func:`vlog1` below (bit
-manipulation and polynomials, which LLVM vectorises). Measured on this 2-core VM, float32:
-the cell loop runs at 3.4 ns/cell when vectorised over a multiple of 8 cells, 8.8 ns/cell
-for 39 cells (scalar remainder), ~20 ns/cell when a gather ``y[lab[s]]`` or numba's
-``max()`` (NaN branches) inside the loop stops vectorisation -- hence ternaries, a separate
-gather pass and row widths rounded up to 8. For T=100 N=32 C=28 S=20 (best of 20):
-forward 0.34 ms, backward 0.50 ms on 2 threads (serial 0.80 / 1.16 ms; float64 0.64 /
-1.0 ms). The backward reads the saved ``alpha`` (N*T*W values, 0.64 MB here) instead of
-recomputing it, which would add the forward's 0.34 ms to every backward; keeping it costs
-nothing extra in the forward, which writes its rows anyway.
+manipulation and polynomials, which LLVM vectorises). Vectorised over a multiple of 8
+cells the loop runs at 3.4 ns a cell; a gather ``y[lab[s]]`` or numba's
+``max()`` (NaN branches) inside it stops vectorisation (~20 ns a cell), hence ternaries, a
+separate gather pass and row widths rounded up to 8. The backward reads the saved
+``alpha`` instead of recomputing it, which would add the whole forward to every backward.
+(The timings: ``perf/README.md``, "Measurement notes", ``kernels/cpu/ctc.py``.)
 The per-sample work is an ordinary @njit function called from the ``prange`` body (not
 inlined), which keeps the compile time of the parallel kernels down (see loss.py).
 """
@@ -72,6 +69,9 @@ from numba.extending import overload
 
 from .._jit import cpu_jit, scalar_helper
 from .loss import _E64, _F, _bits_of_float, _float_from_bits, _vexp_overload
+
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = ("ctc_loss_fwd", "ctc_loss_bwd")
 
 __all__ = ["_ctc_loss_fwd_cpu", "_ctc_loss_bwd_cpu", "vexp0", "vlog1"]
 

@@ -19,6 +19,9 @@ from numba import prange
 from .._jit import flat_kernel
 from .. import scalar as S
 
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = ("dropout_fwd", "dropout_bwd", "bernoulli_mask", "alpha_dropout_fwd")
+
 
 @flat_kernel
 def _dropout_fwd_cpu(x, seed, thr53, scale, out, mask):

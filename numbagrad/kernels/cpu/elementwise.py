@@ -9,6 +9,9 @@ from numba import prange
 
 from .._jit import flat_kernel
 
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = ("add_fwd", "sub_fwd", "mul_fwd", "div_fwd", "axpy", "neg_fwd", "copy")
+
 
 @flat_kernel
 def _add_fwd_cpu(a, b, out):
@@ -54,7 +57,7 @@ def _copy_cpu(a, out):
 
 
 @flat_kernel
-def _mul_mask_cpu(g, x, out):
+def _mul_mask(g, x, out):
     """out = g where x > 0 else 0 (the backward of relu and of abs-like kinks)."""
     for i in prange(out.size):
         out[i] = g[i] if x[i] > 0 else 0.0

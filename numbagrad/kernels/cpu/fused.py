@@ -41,6 +41,13 @@ from numba import prange
 from .._jit import flat_kernel, scalar_helper
 from .. import scalar as S
 
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = (
+    "bias_fwd", "bias_relu_fwd", "bias_tanh_fwd", "bias_sigmoid_fwd", "bias_silu_fwd",
+    "bias_gelu_fwd", "bias_gelu_tanh_fwd", "bias_bwd", "bias_relu_bwd", "bias_tanh_bwd",
+    "bias_sigmoid_bwd", "bias_silu_bwd", "bias_gelu_bwd", "bias_gelu_tanh_bwd",
+)
+
 
 @scalar_helper
 def _chunk(m, p):
@@ -68,7 +75,7 @@ def _bias_relu_fwd_cpu(y, b):
 
 
 @flat_kernel
-def _bias_add_neg_cpu(y, b, scale):
+def _bias_add_neg(y, b, scale):
     """y = (y + b) * scale (the argument of the following ufunc pass)."""
     m, n = y.shape
     for r in prange(m):
@@ -77,7 +84,7 @@ def _bias_add_neg_cpu(y, b, scale):
 
 
 @flat_kernel
-def _recip_one_plus_cpu(e):
+def _recip_one_plus(e):
     """e = 1 / (1 + e)."""
     m, n = e.shape
     one = e.dtype.type(1)
@@ -94,14 +101,14 @@ def _bias_tanh_fwd_cpu(y, b):
 
 def _bias_sigmoid_fwd_cpu(y, b):
     """y = 1 / (1 + exp(-(y + b))) (exp may overflow to inf: the limit 0 is right)."""
-    _bias_add_neg_cpu(y, b, y.dtype.type(-1))
+    _bias_add_neg(y, b, y.dtype.type(-1))
     with np.errstate(over="ignore"):
         np.exp(y, out=y)
-    _recip_one_plus_cpu(y)
+    _recip_one_plus(y)
 
 
 @flat_kernel
-def _bias_neg_into_cpu(y, b, out):
+def _bias_neg_into(y, b, out):
     """y += b; out = -y."""
     m, n = y.shape
     for r in prange(m):
@@ -112,7 +119,7 @@ def _bias_neg_into_cpu(y, b, out):
 
 
 @flat_kernel
-def _silu_from_expneg_cpu(z, e):
+def _silu_from_expneg(z, e):
     """s = 1 / (1 + e) with e = exp(-z); e = z * s (silu) and z = s (sigmoid), in place."""
     m, n = z.shape
     one = z.dtype.type(1)
@@ -126,14 +133,14 @@ def _silu_from_expneg_cpu(z, e):
 def _bias_silu_fwd_cpu(y, b, out):
     """out = silu(y + b); y = sigmoid(y + b) (kept: with the output it gives the
     derivative s + out (1 - s) without another exp)."""
-    _bias_neg_into_cpu(y, b, out)
+    _bias_neg_into(y, b, out)
     with np.errstate(over="ignore"):
         np.exp(out, out=out)
-    _silu_from_expneg_cpu(y, out)
+    _silu_from_expneg(y, out)
 
 
 @flat_kernel
-def _bias_gelu_f32_fwd_cpu(y, b, out):
+def _bias_gelu_f32_fwd(y, b, out):
     m, n = y.shape
     for r in prange(m):
         for j in range(n):
@@ -143,7 +150,7 @@ def _bias_gelu_f32_fwd_cpu(y, b, out):
 
 
 @flat_kernel
-def _bias_gelu_f64_fwd_cpu(y, b, out):
+def _bias_gelu_f64_fwd(y, b, out):
     m, n = y.shape
     for r in prange(m):
         for j in range(n):
@@ -154,11 +161,11 @@ def _bias_gelu_f64_fwd_cpu(y, b, out):
 
 def _bias_gelu_fwd_cpu(y, b, out):
     """y += b; out = gelu(y) (erf form)."""
-    (_bias_gelu_f32_fwd_cpu if y.dtype == np.float32 else _bias_gelu_f64_fwd_cpu)(y, b, out)
+    (_bias_gelu_f32_fwd if y.dtype == np.float32 else _bias_gelu_f64_fwd)(y, b, out)
 
 
 @flat_kernel
-def _bias_gelu_inner_cpu(y, b, out):
+def _bias_gelu_inner(y, b, out):
     """y += b; out = sqrt(2/pi) * (y + 0.044715 y^3)."""
     m, n = y.shape
     for r in prange(m):
@@ -169,7 +176,7 @@ def _bias_gelu_inner_cpu(y, b, out):
 
 
 @flat_kernel
-def _gelu_tanh_from_tanh2_cpu(z, th):
+def _gelu_tanh_from_tanh2(z, th):
     m, n = z.shape
     for r in prange(m):
         for j in range(n):
@@ -178,9 +185,9 @@ def _gelu_tanh_from_tanh2_cpu(z, th):
 
 def _bias_gelu_tanh_fwd_cpu(y, b, out):
     """y += b; out = gelu_tanh(y)."""
-    _bias_gelu_inner_cpu(y, b, out)
+    _bias_gelu_inner(y, b, out)
     np.tanh(out, out=out)
-    _gelu_tanh_from_tanh2_cpu(y, out)
+    _gelu_tanh_from_tanh2(y, out)
 
 
 # ---- backward: g * act' and the bias-gradient partial sums in one pass ----------------------------------
@@ -253,7 +260,7 @@ def _bias_silu_bwd_cpu(g, s, y, gz, part):
 
 
 @flat_kernel
-def _neg_half_sq2_cpu(z, out):
+def _neg_half_sq2(z, out):
     m, n = z.shape
     half = z.dtype.type(0.5)
     for r in prange(m):
@@ -263,7 +270,7 @@ def _neg_half_sq2_cpu(z, out):
 
 
 @flat_kernel
-def _gelu_grad_f32_part_cpu(g, z, e, part):
+def _gelu_grad_f32_part(g, z, e, part):
     m, n = g.shape
     p = part.shape[0]
     rows = _chunk(m, p)
@@ -277,7 +284,7 @@ def _gelu_grad_f32_part_cpu(g, z, e, part):
 
 
 @flat_kernel
-def _gelu_grad_f64_part_cpu(g, z, e, part):
+def _gelu_grad_f64_part(g, z, e, part):
     m, n = g.shape
     p = part.shape[0]
     rows = _chunk(m, p)
@@ -291,13 +298,13 @@ def _gelu_grad_f64_part_cpu(g, z, e, part):
 
 
 def _bias_gelu_bwd_cpu(g, z, gz, part):
-    _neg_half_sq2_cpu(z, gz)
+    _neg_half_sq2(z, gz)
     np.exp(gz, out=gz)
-    (_gelu_grad_f32_part_cpu if z.dtype == np.float32 else _gelu_grad_f64_part_cpu)(g, z, gz, part)
+    (_gelu_grad_f32_part if z.dtype == np.float32 else _gelu_grad_f64_part)(g, z, gz, part)
 
 
 @flat_kernel
-def _gelu_inner2_cpu(z, out):
+def _gelu_inner2(z, out):
     m, n = z.shape
     for r in prange(m):
         for j in range(n):
@@ -305,7 +312,7 @@ def _gelu_inner2_cpu(z, out):
 
 
 @flat_kernel
-def _gelu_tanh_grad_part_cpu(g, z, th, part):
+def _gelu_tanh_grad_part(g, z, th, part):
     m, n = g.shape
     p = part.shape[0]
     rows = _chunk(m, p)
@@ -318,6 +325,6 @@ def _gelu_tanh_grad_part_cpu(g, z, th, part):
 
 
 def _bias_gelu_tanh_bwd_cpu(g, z, gz, part):
-    _gelu_inner2_cpu(z, gz)
+    _gelu_inner2(z, gz)
     np.tanh(gz, out=gz)
-    _gelu_tanh_grad_part_cpu(g, z, gz, part)
+    _gelu_tanh_grad_part(g, z, gz, part)

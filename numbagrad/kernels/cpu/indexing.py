@@ -12,59 +12,35 @@ and over blocks of ``b`` while the loop over the (possibly duplicated) indices s
 serial inside each task: scatter-add with duplicate indices is race-free and
 deterministic (same summation order as the serial twin).
 
-Each kernel is a :class:`_Twin`: a serial build for small work and a ``prange`` build
+Each kernel is a :class:`~numbagrad.kernels._jit.TwinKernel`: a serial build for small work and a ``prange`` build
 above ``config.PARALLEL_THRESHOLD`` elements of work. Gather-like kernels (each output
 element written once) parallelise over ``a`` or over the indices, whichever is longer.
 
-Measured choices (float32, best of 30, 2-core CPU; ``(A, N, B)`` and M indices):
-
-==================================  =========  ========  ======================
-case: (A, N, B), M indices          kernel     NumPy     NumPy call
-==================================  =========  ========  ======================
-index_add (1, 10000, 256), 4096     600 us     7100 us   ``np.add.at``
-index_add (512, 1000, 1), 500       233 us     2340 us   ``np.add.at``
-gather (1, 10000, 256), 4096        1080 us    9830 us   ``np.take_along_axis``
-gather (64, 1000, 16), 500          432 us     1560 us   ``np.take_along_axis``
-index_select (1, 10000, 256), 4096  172 us     330 us    ``np.take``
-index_select (512, 1000, 1), 500    237 us     198 us    ``np.take``
-any of these at (1, 100, 8), 50     0.6-0.9us  0.9-5 us  (call overhead)
-==================================  =========  ========  ======================
-
-So every op of the family runs its kernel; the only case where NumPy is slightly ahead
-(``index_select`` along the last axis) is within 20%. ``np.add.at`` remains only as the
+Every op of the family runs its kernel: against NumPy's calls (``np.add.at``,
+``np.take_along_axis``, ``np.take``) it won every case measured but one, ``index_select``
+along the last axis, where NumPy is within 20%; ``index_add`` (1, 10000, 256) with 4096
+indices takes 600 us against 7100 us for ``np.add.at`` (the table: ``perf/README.md``,
+"Measurement notes", ``kernels/cpu/indexing.py``). ``np.add.at`` remains only as the
 general fallback of advanced-indexing backward (several index arrays).
 """
 from numba import prange
 
-from ...backend import config
-from .._jit import FlatKernel, cpu_jit
+from .._jit import cpu_jit, twin_kernel
+
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = (
+    "gather_fwd", "scatter_add_fwd", "scatter_fwd", "scatter_fill_fwd", "index_select_fwd",
+    "index_add_fwd", "embedding_fwd", "embedding_bwd", "one_hot_fwd",
+)
 
 # Width of the b-blocks the scatter kernels split their rows into across threads.
 _BLK = 128
 
 
-class _Twin(FlatKernel):
-    """:class:`~numbagrad.kernels._jit.FlatKernel`'s twins for N-d arrays: the work size is
-    ``args[work].size``."""
-
-    __slots__ = ("work",)
-
-    def __init__(self, fn, work):
-        super().__init__(fn)
-        self.work = work
-
-    def __call__(self, *args):
-        if args[self.work].size >= config.PARALLEL_THRESHOLD:
-            return self.parallel(*args)
-        return self.serial(*args)
-
-
-def _twin(work):
-    return lambda fn: _Twin(fn, work)
 
 
 # ---- gather / scatter (index has the shape of the output / source) -----------------------
-@_twin(work=2)
+@twin_kernel(work=2)
 def _gather_fwd_cpu(x, index, out):
     """out[a, i, b] = x[a, index[a, i, b], b]."""
     A, M, B = out.shape
@@ -80,7 +56,7 @@ def _gather_fwd_cpu(x, index, out):
                     out[a, i, b] = x[a, index[a, i, b], b]
 
 
-@_twin(work=1)
+@twin_kernel(work=1)
 def _scatter_add_fwd_cpu(out, index, src):
     """out[a, index[a, i, b], b] += src[a, i, b] (duplicates accumulate)."""
     A, M, B = index.shape
@@ -94,7 +70,7 @@ def _scatter_add_fwd_cpu(out, index, src):
                 out[a, index[a, i, b], b] += src[a, i, b]
 
 
-@_twin(work=1)
+@twin_kernel(work=1)
 def _scatter_fwd_cpu(out, index, src):
     """out[a, index[a, i, b], b] = src[a, i, b] (the last duplicate wins)."""
     A, M, B = index.shape
@@ -108,7 +84,7 @@ def _scatter_fwd_cpu(out, index, src):
                 out[a, index[a, i, b], b] = src[a, i, b]
 
 
-@_twin(work=1)
+@twin_kernel(work=1)
 def _scatter_fill_fwd_cpu(out, index, value):
     """out[a, index[a, i, b], b] = value (also zeroes the scattered positions of a gradient)."""
     A, M, B = index.shape
@@ -123,7 +99,7 @@ def _scatter_fill_fwd_cpu(out, index, value):
 
 
 # ---- index_select / index_add (one 1-D index along the middle axis) ------------------------
-@_twin(work=2)
+@twin_kernel(work=2)
 def _index_select_fwd_cpu(x, index, out):
     """out[a, i, b] = x[a, index[i], b]."""
     A, M, B = out.shape
@@ -141,7 +117,7 @@ def _index_select_fwd_cpu(x, index, out):
                     out[a, i, b] = x[a, r, b]
 
 
-@_twin(work=2)
+@twin_kernel(work=2)
 def _index_add_fwd_cpu(out, index, src, alpha):
     """out[a, index[i], b] += alpha * src[a, i, b] (duplicates accumulate).
 
@@ -161,7 +137,7 @@ def _index_add_fwd_cpu(out, index, src, alpha):
 
 
 # ---- embedding and one_hot ----------------------------------------------------------------
-@_twin(work=2)
+@twin_kernel(work=2)
 def _embedding_fwd_cpu(weight, index, out):
     """out[i, :] = weight[index[i], :] for a flat index and a 2-D output."""
     M, D = out.shape
@@ -171,7 +147,7 @@ def _embedding_fwd_cpu(weight, index, out):
             out[i, d] = weight[r, d]
 
 
-@_twin(work=2)
+@twin_kernel(work=2)
 def _embedding_bwd_cpu(grad_weight, index, grad, padding_idx):
     """grad_weight[index[i], :] += grad[i, :], skipping rows equal to padding_idx
     (pass -1 for none). Parallel over column blocks, serial over the indices."""

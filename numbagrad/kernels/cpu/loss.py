@@ -43,6 +43,11 @@ from numba.extending import intrinsic, overload
 
 from .._jit import cpu_jit, flat_kernel
 
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = (
+    "cross_entropy_fwd", "cross_entropy_bwd", "cross_entropy_soft_fwd", "cross_entropy_soft_bwd",
+)
+
 
 # ---- a vectorisable exp -----------------------------------------------------------------
 @intrinsic

@@ -34,10 +34,9 @@ Design
   array; the launcher sums the partials into ``out`` (exact: integers). The partial array
   is allocated by the launcher (kernels allocate nothing) and only when
   ``nchunk * C * C`` stays below ``N`` (a large class count runs serially rather than
-  zeroing and summing more cells than there are samples). Measured on 1M samples, 10
-  classes, 2 cores, best of 300: serial 1.39 ms, parallel 0.71 ms. Medians: 0.72 ms on
-  numba's tbb layer, but 8 ms on OpenMP while other processes kept both cores busy (load
-  average 2.3): a parallel twin waits for its slowest thread, whatever the kernel.
+  zeroing and summing more cells than there are samples). On 1M samples and 10 classes
+  the parallel twin takes 0.71 ms, the serial one 1.39 ms (more: ``perf/README.md``,
+  "Measurement notes", ``kernels/cpu/metrics.py``).
 * Row arg-max: ``np.argmax(axis=1)`` takes 26 ms on ``(1M, 10)`` float32 scores here (NumPy
   reduces each short row separately); this kernel 5.9 ms serial, 3.2 ms parallel (best of
   30, 2 cores).
@@ -52,6 +51,9 @@ from numba import prange
 
 from ...backend import config
 from .._jit import FlatKernel, cpu_jit
+
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = ("confusion_count", "topk_correct", "row_argmax")
 
 __all__ = ["_confusion_count_cpu", "_topk_correct_cpu", "_row_argmax_cpu"]
 

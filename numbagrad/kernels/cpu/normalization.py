@@ -24,33 +24,24 @@ vs 0.65 ms per 1024x1024 sum). The second pass re-reads a row (LayerNorm: 4 KiB)
 channel block that is still in cache. Kernels are ``prange`` loops wrapped in
 :func:`flat_kernel` (serial twin below ``config.PARALLEL_THRESHOLD`` elements).
 
-Measured here (float32, parallel twins, 2 cores shared with other jobs: load average ~5,
-so absolute times are inflated; best of 15 and median, ms). "composed" is the same maths
-as NumPy array expressions (mean, subtract, square, mean, sqrt, scale, shift and the
-backward's three reductions), i.e. what the op would run without these kernels:
-
-=======================================  ==============  ==============
-workload                                 fused           composed NumPy
-                                         best (median)   best (median)
-=======================================  ==============  ==============
-LayerNorm (4096, 1024) fwd               6.5 (8.0)       31.6 (37.1)
-LayerNorm (4096, 1024) bwd (dx, dw, db)  11.0 (14.9)     83.9 (91.6)
-BatchNorm (32, 32, 1024) train fwd       0.85 (0.89)     2.9 (7.0)
-BatchNorm (32, 32, 1024) bwd             0.86 (2.7)      6.8 (12.1)
-GroupNorm (32, 32, 1024) G=8 fwd         0.70 (2.5)      3.2 (11.0)
-GroupNorm (32, 32, 1024) G=8 bwd         0.77 (1.05)     8.4 (14.4)
-=======================================  ==============  ==============
-
-The LayerNorm backward accumulates ``dw``/``db`` into per-chunk partial rows (the op uses
-up to 64 chunks of >= 32K elements) inside the dx pass, and the op sums the chunks: a
-separate parallel column pass over ``g`` and ``x`` (64-column blocks, all rows) cost
-32.0 (48.7) ms on its own, three times the whole fused backward.
+The fused kernels run several times faster than the same maths as NumPy expressions
+(LayerNorm (4096, 1024) forward 6.5 ms against 31.6 ms; the table: ``perf/README.md``,
+"Measurement notes", ``kernels/cpu/normalization.py``). The LayerNorm backward accumulates
+``dw``/``db`` into per-chunk partial rows (the op uses up to 64 chunks of >= 32K elements)
+inside the dx pass, and the op sums the chunks: a separate column pass cost three times
+the whole fused backward.
 """
 import math
 
 from numba import prange
 
 from .._jit import flat_kernel, scalar_helper
+
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = (
+    "layer_norm_fwd", "layer_norm_bwd", "batch_norm_stats", "batch_norm_fwd", "batch_norm_bwd",
+    "group_norm_fwd", "group_norm_bwd",
+)
 
 
 # ---- eight-accumulator reductions over 1-D contiguous views ----------------------------------

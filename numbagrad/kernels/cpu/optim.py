@@ -10,8 +10,13 @@ step; inactive parameters are skipped, as PyTorch skips parameters whose ``.grad
 is None) and keep their own per-parameter counters (Adam's ``steps``, SGD's
 ``has_buf``), so the result is exactly PyTorch's per-tensor loop.
 
-Gradients are read through ``gsrc`` (int64, two entries per segment, after ``active`` in
-every kernel's arguments): ``gsrc[2*s]`` is 0 when segment ``s``'s gradient is in its
+Every kernel takes these tables as one argument, ``layout`` (``blk_start, blk_end,
+blk_seg, active, gsrc``: the optimizer's ``ArenaLayout`` namedtuple, which numba types
+as a tuple of arrays), and its scalars as one tuple, ``hyper``, unpacked on entry in the
+order the kernel's docstring names them; so no kernel takes more than 10 arguments, and a
+step passes the same types each time (nothing recompiles).
+
+Gradients are read through ``gsrc`` (int64, two entries per segment): ``gsrc[2*s]`` is 0 when segment ``s``'s gradient is in its
 slot of the arena ``grad``, else the data address of the C-contiguous array (the
 parameter's dtype and size) that holds it, which the optimizer leaves where backward put
 it instead of copying it into the arena; ``gsrc[2*s+1]`` is the segment's first arena
@@ -22,15 +27,13 @@ Arithmetic follows PyTorch's single-tensor implementations operation by operatio
 with scalars rounded to the parameter dtype where PyTorch rounds them (scalar
 arguments of float32 tensor ops are applied in float32); only the bias corrections are
 computed in float64, as PyTorch does on the host. Where PyTorch's vectorised CPU ops
-round once for a multiply-add, the kernels call ``fma`` (measured against torch
-2.13 on AVX-512: ``add(x, y, alpha=a)`` is ``fma(y, a, x)``, ``lerp`` is
-``fma(w, e - s, s)`` (``fma(w - 1, e - s, e)`` for ``w >= 0.5``), ``addcmul(x, y, z,
-value=c)`` is ``fma(c*y, z, x)``, ``addcdiv`` rounds ``x + (c*y)/z`` three times). On
-that machine SGD then followed torch bit for bit, and Adam up to torch's ``sqrt`` (MKL's,
-within 1 ulp but not correctly rounded: ~0.6% of the denominators). Both depend on the
-CPU (on an AMD EPYC Zen 4, 16% of torch's float32 square roots were 1 ulp off), so the
-tests hold torch to a tolerance and the kernels' rounding, bit for bit, to NumPy
-emulations of torch's ops (``tests/reference/optim_rounding.py``).
+round once for a multiply-add, the kernels call ``fma``: ``add(x, y, alpha=a)`` is
+``fma(y, a, x)``, ``lerp`` is ``fma(w, e - s, s)`` (``fma(w - 1, e - s, e)`` for
+``w >= 0.5``), ``addcmul(x, y, z, value=c)`` is ``fma(c*y, z, x)``, ``addcdiv`` rounds
+``x + (c*y)/z`` three times. The only residue against torch is its ``sqrt`` (MKL's, 1 ulp
+off for a CPU-dependent share of inputs; the measurements are in ``perf/README.md``,
+"Optimizer kernels"), so the tests hold torch to a tolerance and the kernels' rounding,
+bit for bit, to NumPy emulations of torch's ops (``tests/reference/optim_rounding.py``).
 
 The inlined helpers at the top (``step_count``, ``bias_corrections``, ``block_of``,
 ``grad_block``, ``l2_grad``, ``lerp``, ``sq_avg``, ``moments``, ``adam_elem``, ``maximum``...) are
@@ -43,6 +46,9 @@ from numba import carray, prange
 from .._jit import flat_kernel, scalar_helper
 from ._fma import fma
 from ._ptr import _ptr_of
+
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = ("adam_step", "sgd_step")
 
 
 # ---- shared by the optimizer kernels (kernels/cpu/optim_*.py) -----------------------------------
@@ -124,10 +130,12 @@ def l2_grad(p, wd, g):
 
 
 @scalar_helper
-def adam_elem(pp, gg, mm, vv, i, wd, sign, omb1, omw, b2, omb2, small):
+def adam_elem(pp, gg, mm, vv, i, wd, sign, mom):
     """Element ``i`` of an Adam-family block (parameter ``pp``, gradient ``gg``, moments
     ``mm``, ``vv``): the gradient with ``maximize``'s sign and L2 decay
-    (``grad.add(param, alpha=wd)``), the new moments, stored; returns ``(p, g, m, v)``."""
+    (``grad.add(param, alpha=wd)``), the new moments, stored; returns ``(p, g, m, v)``.
+    ``mom``: :func:`moments`' scalars ``(omb1, omw, b2, omb2, small)``."""
+    omb1, omw, b2, omb2, small = mom
     p = pp[i]
     g = l2_grad(p, wd, gg[i] * sign)
     m, v = moments(g, mm[i], vv[i], omb1, omw, b2, omb2, small)
@@ -144,10 +152,7 @@ def maximum(x, y):
 
 # ---- Adam / AdamW -------------------------------------------------------------------------------
 @flat_kernel
-def _adam_step_cpu(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq,
-                   blk_start, blk_end, blk_seg, active, gsrc, steps, seg_scal,
-                   lr, beta1, beta2, omb1, omw, b2, omb2, eps, wd, decay, sign,
-                   amsgrad, lerp_small):
+def _adam_step_cpu(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, layout, steps, seg_scal, hyper):
     """Adam / AdamW (``torch.optim.adam._single_tensor_adam``) over a flat arena.
 
     Per-element scalars come typed like ``param`` (float32 for float32 arenas):
@@ -162,6 +167,9 @@ def _adam_step_cpu(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq,
     ``lerp_small`` selects the branch of ``torch.lerp`` (weight < 0.5; the other one
     uses ``omw = 1 - omb1``).
     """
+    blk_start, blk_end, blk_seg, active, gsrc = layout
+    lr, beta1, beta2, omb1, omw, b2, omb2, eps, wd, decay, sign, amsgrad, lerp_small = hyper
+    mom = (omb1, omw, b2, omb2, lerp_small)
     for s in range(active.size):
         if active[s]:
             bc1, bc2 = bias_corrections(beta1, beta2, step_count(steps, s))
@@ -174,7 +182,7 @@ def _adam_step_cpu(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq,
         nss = seg_scal[2 * s]
         bc2s = seg_scal[2 * s + 1]
         # Zero-based loops over slices: indexing with ``range(lo, hi)`` makes numba emit
-        # a negative-index wraparound per access, which blocks SIMD (4x slower).
+        # a negative-index wraparound per access, which blocks SIMD (perf/README.md).
         pp = param[lo:hi]
         gg = grad_block(grad, gsrc, s, lo, hi)
         mm = exp_avg[lo:hi]
@@ -184,20 +192,19 @@ def _adam_step_cpu(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq,
         if amsgrad:
             xx = max_exp_avg_sq[lo:hi]
             for i in range(hi - lo):
-                p, _, m, v = adam_elem(pp, gg, mm, vv, i, wd, sign, omb1, omw, b2, omb2, lerp_small)
+                p, _, m, v = adam_elem(pp, gg, mm, vv, i, wd, sign, mom)
                 vm = maximum(xx[i], v)
                 xx[i] = vm
                 pp[i] = p * decay + nss * m / (np.sqrt(vm) / bc2s + eps)
         else:
             for i in range(hi - lo):
-                p, _, m, v = adam_elem(pp, gg, mm, vv, i, wd, sign, omb1, omw, b2, omb2, lerp_small)
+                p, _, m, v = adam_elem(pp, gg, mm, vv, i, wd, sign, mom)
                 pp[i] = p * decay + nss * m / (np.sqrt(v) / bc2s + eps)
 
 
 # ---- SGD ---------------------------------------------------------------------------------------
 @flat_kernel
-def _sgd_step_cpu(param, grad, buf, blk_start, blk_end, blk_seg, active, gsrc, has_buf,
-                  neg_lr, momentum, omd, wd, sign, use_momentum, nesterov):
+def _sgd_step_cpu(param, grad, buf, layout, has_buf, hyper):
     """SGD with momentum / dampening / nesterov / weight decay / maximize
     (``torch.optim.sgd._single_tensor_sgd``) over a flat arena.
 
@@ -207,6 +214,8 @@ def _sgd_step_cpu(param, grad, buf, blk_start, blk_end, blk_seg, active, gsrc, h
     ``buf = momentum*buf + (1-dampening)*g``. ``buf`` is only touched when
     ``use_momentum``.
     """
+    blk_start, blk_end, blk_seg, active, gsrc = layout
+    neg_lr, momentum, omd, wd, sign, use_momentum, nesterov = hyper
     for b in prange(blk_start.size):
         s, lo, hi = block_of(blk_start, blk_end, blk_seg, active, b)
         if s < 0:

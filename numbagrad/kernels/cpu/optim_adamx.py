@@ -13,7 +13,7 @@ PyTorch does on the host with Python floats, then stores them in ``seg_scal`` ro
 to the parameter dtype (where torch hands them to a float32 tensor op). The moments,
 ``torch.lerp`` and the step/bias-correction helpers are ``optim.py``'s. The element
 loops follow PyTorch's single-tensor implementations op by op, rounding where torch
-rounds (measured against torch 2.13 on CPU, float32, 1000 random values each):
+rounds (how it was measured: ``perf/README.md``, "Optimizer kernels"):
 
 * ``add(x, y, alpha=a)`` is ``fma(y, a, x)``; ``lerp`` is ``fma(w, e - s, s)``
   (``fma(w - 1, e - s, e)`` for ``w >= 0.5``); ``addcmul(x, y, z, value=c)`` is
@@ -26,8 +26,8 @@ rounds (measured against torch 2.13 on CPU, float32, 1000 random values each):
 * a 0-d float32 tensor ``*=`` a Python float multiplies by the float32 scalar
   (NAdam's ``mu_product``).
 * torch's float32 ``sqrt`` is MKL's and differs from the correctly rounded one in the
-  last bit for a CPU-dependent share of inputs (0.6% on the Intel machine above, 16% on
-  an AMD EPYC Zen 4); that residue is accepted (see ``optimkit.TOL``).
+  last bit for a CPU-dependent share of inputs; that residue is accepted (see
+  ``optimkit.TOL``).
 """
 import numpy as np
 from numba import prange
@@ -36,11 +36,13 @@ from .._jit import flat_kernel, scalar_helper
 from ._fma import fma
 from .optim import adam_elem, bias_corrections, block_of, grad_block, l2_grad, lerp, maximum, step_count
 
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = ("adamax_step", "radam_step", "nadam_step")
+
 
 # ---- Adamax ------------------------------------------------------------------------------------
 @flat_kernel
-def _adamax_step_cpu(param, grad, exp_avg, exp_inf, blk_start, blk_end, blk_seg, active, gsrc, steps, seg_scal,
-                     lr, beta1, omb1, omw, b2, eps, wd, sign, lerp_small):
+def _adamax_step_cpu(param, grad, exp_avg, exp_inf, layout, steps, seg_scal, hyper):
     """Adamax (``torch.optim.adamax._single_tensor_adamax``) over a flat arena.
 
     ``lr`` and ``beta1`` are float64 (the bias correction ``clr = lr / (1 - beta1**step)``
@@ -53,6 +55,8 @@ def _adamax_step_cpu(param, grad, exp_avg, exp_inf, blk_start, blk_end, blk_seg,
     ``u = max(beta2*u, |g| + eps)`` (NaN propagates, as ``torch.maximum``),
     ``p = p + (-clr*m)/u``.
     """
+    blk_start, blk_end, blk_seg, active, gsrc = layout
+    lr, beta1, omb1, omw, b2, eps, wd, sign, lerp_small = hyper
     for s in range(active.size):
         if active[s]:
             seg_scal[2 * s] = -(lr / (1.0 - beta1 ** step_count(steps, s)))
@@ -77,8 +81,7 @@ def _adamax_step_cpu(param, grad, exp_avg, exp_inf, blk_start, blk_end, blk_seg,
 
 # ---- RAdam -------------------------------------------------------------------------------------
 @flat_kernel
-def _radam_step_cpu(param, grad, exp_avg, exp_avg_sq, blk_start, blk_end, blk_seg, active, gsrc, steps, seg_scal,
-                    beta1, beta2, lr_t, omb1, omw, b2, omb2, eps, wd, decay, sign, lerp_small):
+def _radam_step_cpu(param, grad, exp_avg, exp_avg_sq, layout, steps, seg_scal, hyper):
     """RAdam (``torch.optim.radam._single_tensor_radam``) over a flat arena.
 
     ``beta1``, ``beta2`` are float64: per parameter, from its own step ``t``, the
@@ -95,6 +98,9 @@ def _radam_step_cpu(param, grad, exp_avg, exp_avg_sq, blk_start, blk_end, blk_se
     ``p -= ((m/bc1)*lr) * (sqrt(bc2) / (sqrt(v) + eps)) * r`` when rectified, else
     ``p -= (m/bc1)*lr``.
     """
+    blk_start, blk_end, blk_seg, active, gsrc = layout
+    beta1, beta2, lr_t, omb1, omw, b2, omb2, eps, wd, decay, sign, lerp_small = hyper
+    mom = (omb1, omw, b2, omb2, lerp_small)
     rho_inf = 2.0 / (1.0 - beta2) - 1.0
     for s in range(active.size):
         if active[s]:
@@ -121,7 +127,7 @@ def _radam_step_cpu(param, grad, exp_avg, exp_avg_sq, blk_start, blk_end, blk_se
         mm = exp_avg[lo:hi]
         vv = exp_avg_sq[lo:hi]
         for i in range(hi - lo):
-            p, _, m, v = adam_elem(pp, gg, mm, vv, i, wd, sign, omb1, omw, b2, omb2, lerp_small)
+            p, _, m, v = adam_elem(pp, gg, mm, vv, i, wd, sign, mom)
             upd = m / bc1 * lr_t
             ada = one / (np.sqrt(v) + eps) * bc2s
             pp[i] = p * decay - (upd * ada * rect if rectified else upd)
@@ -135,9 +141,7 @@ def _mu(beta1, momentum_decay, t):
 
 
 @flat_kernel
-def _nadam_step_cpu(param, grad, exp_avg, exp_avg_sq, blk_start, blk_end, blk_seg, active, gsrc, steps, mu_product,
-                    seg_scal, lr, beta1, beta2, momentum_decay, omb1, omw, b2, omb2, eps, wd, decay, sign,
-                    lerp_small):
+def _nadam_step_cpu(param, grad, exp_avg, exp_avg_sq, layout, steps, mu_product, seg_scal, hyper):
     """NAdam (``torch.optim.nadam._single_tensor_nadam``) over a flat arena.
 
     ``lr``, ``beta1``, ``beta2``, ``momentum_decay`` are float64. Per parameter, from
@@ -151,6 +155,9 @@ def _nadam_step_cpu(param, grad, exp_avg, exp_avg_sq, blk_start, blk_end, blk_se
     Per element: ``m = lerp(m, g, 1-beta1)``, ``v = beta2*v + (1-beta2)*g*g``,
     ``d = sqrt(v/bc2) + eps``, ``p += (c1*g)/d``, ``p += (c2*m)/d``.
     """
+    blk_start, blk_end, blk_seg, active, gsrc = layout
+    lr, beta1, beta2, momentum_decay, omb1, omw, b2, omb2, eps, wd, decay, sign, lerp_small = hyper
+    mom = (omb1, omw, b2, omb2, lerp_small)
     for s in range(active.size):
         if active[s]:
             st = step_count(steps, s)
@@ -173,7 +180,7 @@ def _nadam_step_cpu(param, grad, exp_avg, exp_avg_sq, blk_start, blk_end, blk_se
         mm = exp_avg[lo:hi]
         vv = exp_avg_sq[lo:hi]
         for i in range(hi - lo):
-            p, g, m, v = adam_elem(pp, gg, mm, vv, i, wd, sign, omb1, omw, b2, omb2, lerp_small)
+            p, g, m, v = adam_elem(pp, gg, mm, vv, i, wd, sign, mom)
             d = np.sqrt(v / bc2) + eps
             p = p * decay
             p = p + c1 * g / d

@@ -11,8 +11,8 @@ learning rate) are computed in float64 in a first serial loop into ``seg_scal`` 
 rounded to the parameter dtype, as PyTorch rounds a Python scalar argument.
 
 Arithmetic follows PyTorch's single-tensor implementations operation by operation,
-rounding where they round (probed against torch 2.13 on 2000 random float32 values,
-all exact except ``sqrt``):
+rounding where they round (all exact except ``sqrt``; the probe is in
+``perf/README.md``, "Optimizer kernels"):
 
 * ``grad.add(param, alpha=wd)`` is ``fma(param, wd, grad)``;
   ``param.add_(buf, alpha=-lr)`` is ``fma(buf, -lr, param)``;
@@ -22,8 +22,7 @@ all exact except ``sqrt``):
   ``c == 1``);
 * ``x.lerp_(e, w)`` is ``fma(w, e - x, x)`` for ``w < 0.5``, else ``fma(w - 1, e - x, e)``;
 * ``sqrt`` is correctly rounded here, MKL's in torch (1 ulp off for a CPU-dependent
-  share: ~0.7% on the machine of the probe, 16% in float32 and 1.3% in float64 on an AMD
-  EPYC Zen 4): the only residue against torch there.
+  share of inputs): the only residue against torch there.
 """
 import numpy as np
 from numba import prange
@@ -32,12 +31,12 @@ from .._jit import flat_kernel
 from ._fma import fma
 from .optim import block_of, count_steps, grad_block, l2_grad, lerp, sq_avg, step_count
 
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = ("rmsprop_step", "adagrad_step", "adadelta_step")
+
 
 @flat_kernel
-def _rmsprop_step_cpu(param, grad, square_avg, grad_avg, momentum_buffer,
-                      blk_start, blk_end, blk_seg, active, gsrc, steps,
-                      neg_lr, alpha, oma, omw, eps, wd, sign, momentum,
-                      centered, use_momentum, lerp_small):
+def _rmsprop_step_cpu(param, grad, square_avg, grad_avg, momentum_buffer, layout, steps, hyper):
     """RMSprop (``torch.optim.rmsprop._single_tensor_rmsprop``) over a flat arena.
 
     Scalars typed like ``param``: ``neg_lr = -lr``, ``alpha``, ``oma = 1 - alpha`` (the
@@ -48,6 +47,8 @@ def _rmsprop_step_cpu(param, grad, square_avg, grad_avg, momentum_buffer,
     otherwise). ``lerp_small``: ``oma < 0.5`` (which branch of ``torch.lerp``).
     ``steps`` only counts (RMSprop does not use it).
     """
+    blk_start, blk_end, blk_seg, active, gsrc = layout
+    neg_lr, alpha, oma, omw, eps, wd, sign, momentum, centered, use_momentum, lerp_small = hyper
     count_steps(active, steps)
     for b in prange(blk_start.size):
         s, lo, hi = block_of(blk_start, blk_end, blk_seg, active, b)
@@ -78,8 +79,7 @@ def _rmsprop_step_cpu(param, grad, square_avg, grad_avg, momentum_buffer,
 
 
 @flat_kernel
-def _adagrad_step_cpu(param, grad, state_sum, blk_start, blk_end, blk_seg, active, gsrc, steps, seg_scal,
-                      lr, lr_decay, eps, wd, sign):
+def _adagrad_step_cpu(param, grad, state_sum, layout, steps, seg_scal, hyper):
     """Adagrad (``torch.optim.adagrad._single_tensor_adagrad``) over a flat arena.
 
     ``lr`` and ``lr_decay`` are float64: per active segment the step count is bumped and
@@ -88,6 +88,8 @@ def _adagrad_step_cpu(param, grad, state_sum, blk_start, blk_end, blk_seg, activ
     maximizing) are typed like ``param``. ``state_sum`` starts at the caller's
     ``initial_accumulator_value``.
     """
+    blk_start, blk_end, blk_seg, active, gsrc = layout
+    lr, lr_decay, eps, wd, sign = hyper
     for s in range(active.size):
         if active[s]:
             seg_scal[2 * s] = -(lr / (1.0 + (step_count(steps, s) - 1.0) * lr_decay))
@@ -108,13 +110,14 @@ def _adagrad_step_cpu(param, grad, state_sum, blk_start, blk_end, blk_seg, activ
 
 
 @flat_kernel
-def _adadelta_step_cpu(param, grad, square_avg, acc_delta, blk_start, blk_end, blk_seg, active, gsrc, steps,
-                       neg_lr, rho, omr, eps, wd, sign):
+def _adadelta_step_cpu(param, grad, square_avg, acc_delta, layout, steps, hyper):
     """Adadelta (``torch.optim.adadelta._single_tensor_adadelta``) over a flat arena.
 
     Scalars typed like ``param``: ``neg_lr = -lr``, ``rho``, ``omr = 1 - rho``, ``eps``,
     ``wd`` (L2 weight decay), ``sign`` (-1 when maximizing). ``steps`` only counts.
     """
+    blk_start, blk_end, blk_seg, active, gsrc = layout
+    neg_lr, rho, omr, eps, wd, sign = hyper
     count_steps(active, steps)
     for b in prange(blk_start.size):
         s, lo, hi = block_of(blk_start, blk_end, blk_seg, active, b)

@@ -29,22 +29,27 @@ twin). When the group does not adapt (``adapt`` false: ``weight_decay == 0`` and
 ``update`` and ``blk_part`` are then not touched.
 """
 import numpy as np
-from numba import njit, prange
-
-from ...backend import config
+from numba import prange
 
 from .._jit import flat_kernel, scalar_helper
 from ._fma import fma
+from .clip import sumsq as _sumsq  # the float64 sum of squares (reduction_jit's flags)
 from .optim import bias_corrections, block_of, count_steps, grad_block, moments, step_count
+
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = ("lamb_step", "lion_step")
 
 __all__ = ["_lamb_step_cpu", "_lion_step_cpu"]
 
 
 @scalar_helper
-def _lamb_elem(p, gr, m, v, sign, omb1, omw, lerp_small, omb2, b2, rbc1, bc2s, eps, wd, use_wd):
+def _lamb_elem(p, gr, m, v, sign, mom, rbc1, bc2s, dec):
     """One element of LAMB's first pass: the new moments and the update ``r``. Loop-
     invariant choices are selects (``lerp_small``: ``torch.lerp``'s branch, see
-    ``optim.lerp``; ``use_wd``), so the loop vectorises."""
+    ``optim.lerp``; ``use_wd``), so the loop vectorises. ``mom``: ``(omb1, omw, b2, omb2,
+    lerp_small)`` (``optim.moments``' scalars); ``dec``: ``(eps, wd, use_wd)``."""
+    omb1, omw, b2, omb2, lerp_small = mom
+    eps, wd, use_wd = dec
     g = gr * sign
     m, v = moments(g, m, v, omb1, omw, b2, omb2, lerp_small)
     r = m * rbc1 / (np.sqrt(v) / bc2s + eps)
@@ -52,27 +57,8 @@ def _lamb_elem(p, gr, m, v, sign, omb1, omw, lerp_small, omb2, b2, rbc1, bc2s, e
     return m, v, (rw if use_wd else r)
 
 
-@njit(cache=config.CACHE, fastmath={"reassoc"}, error_model="numpy")
-def _sumsq(x):
-    """``sum(float64(x)**2)`` over one block.
-
-    NOTE: the one departure from ``cpu_jit``'s flags (as ``kernels/cpu/clip.py``'s
-    reductions): ``reassoc`` only, so LLVM splits the sum over vector lanes (5x faster
-    than one dependent chain). The order is fixed by the compiled code, so results are
-    deterministic for a build and identical between the serial and parallel twins; no
-    ``nnan``/``ninf``, so NaN and inf propagate."""
-    a = 0.0
-    for i in range(x.size):
-        y = np.float64(x[i])
-        a += y * y
-    return a
-
-
 @flat_kernel
-def _lamb_step_cpu(param, grad, exp_avg, exp_avg_sq, update,
-                   blk_start, blk_end, blk_seg, active, gsrc, steps, seg_scal, blk_part,
-                   lr, beta1, beta2, omb1, omw, b2, omb2, eps, wd, sign, clamp,
-                   bias_correction, adapt, lerp_small):
+def _lamb_step_cpu(param, grad, exp_avg, exp_avg_sq, update, layout, steps, seg_scal, blk_part, hyper):
     """LAMB (You et al. 2019) over a flat arena; see the module docstring for the passes.
 
     Per element, in the parameter dtype (float64 sums of squares)::
@@ -96,6 +82,8 @@ def _lamb_step_cpu(param, grad, exp_avg, exp_avg_sq, update,
     then ``[-lr*trust, sqrt(bc2)]``; ``blk_part`` (float64, 2 per block) the per-block
     sums of squares of ``p`` and ``r``; ``update`` (like ``param``) the update ``r``.
     """
+    blk_start, blk_end, blk_seg, active, gsrc = layout
+    lr, beta1, beta2, omb1, omw, b2, omb2, eps, wd, sign, clamp, bias_correction, adapt, lerp_small = hyper
     nseg = active.size
     nblk = blk_start.size
     for s in range(nseg):
@@ -110,6 +98,8 @@ def _lamb_step_cpu(param, grad, exp_avg, exp_avg_sq, update,
                 seg_scal[2 * s + 1] = 1.0
     neg_lr = type(eps)(-lr)
     use_wd = wd != 0
+    mom = (omb1, omw, b2, omb2, lerp_small)
+    dec = (eps, wd, use_wd)
     for b in prange(nblk):
         s, lo, hi = block_of(blk_start, blk_end, blk_seg, active, b)
         if s < 0:
@@ -126,16 +116,14 @@ def _lamb_step_cpu(param, grad, exp_avg, exp_avg_sq, update,
         # array or the other inside one loop kept it scalar).
         if adapt:
             for i in range(hi - lo):
-                m, v, r = _lamb_elem(pp[i], gg[i], mm[i], vv[i], sign, omb1, omw, lerp_small, omb2, b2, rbc1, bc2s,
-                                     eps, wd, use_wd)
+                m, v, r = _lamb_elem(pp[i], gg[i], mm[i], vv[i], sign, mom, rbc1, bc2s, dec)
                 mm[i] = m
                 vv[i] = v
                 uu[i] = r
         else:
             for i in range(hi - lo):
                 p = pp[i]
-                m, v, r = _lamb_elem(p, gg[i], mm[i], vv[i], sign, omb1, omw, lerp_small, omb2, b2, rbc1, bc2s, eps,
-                                     wd, use_wd)
+                m, v, r = _lamb_elem(p, gg[i], mm[i], vv[i], sign, mom, rbc1, bc2s, dec)
                 mm[i] = m
                 vv[i] = v
                 pp[i] = fma(r, neg_lr, p)
@@ -173,8 +161,7 @@ def _lamb_step_cpu(param, grad, exp_avg, exp_avg_sq, update,
 
 
 @flat_kernel
-def _lion_step_cpu(param, grad, exp_avg, blk_start, blk_end, blk_seg, active, gsrc, steps,
-                   neg_lr, b1, omb1, b2, omb2, decay, sign):
+def _lion_step_cpu(param, grad, exp_avg, layout, steps, hyper):
     """Lion (Chen et al. 2023) over a flat arena. Per element, in the parameter dtype::
 
         g = sign * grad
@@ -187,6 +174,8 @@ def _lion_step_cpu(param, grad, exp_avg, blk_start, blk_end, blk_seg, active, gs
     Scalars typed like ``param``: ``neg_lr = -lr``, ``b1``, ``omb1 = 1-beta1``, ``b2``,
     ``omb2 = 1-beta2``, ``decay``, ``sign`` (-1 when maximizing).
     """
+    blk_start, blk_end, blk_seg, active, gsrc = layout
+    neg_lr, b1, omb1, b2, omb2, decay, sign = hyper
     count_steps(active, steps)
     one = type(decay)(1)
     for b in prange(blk_start.size):

@@ -8,10 +8,11 @@ rows ``(start + k) % cap`` for ``k = 0 .. count - 1``, oldest first.
 
 Kernels (the same arguments on every backend):
 
-* ``_lbfgs_gather_cpu(grad, blk_start, blk_end, blk_seg, active, gsrc, out)``: ``out`` is
+* ``_lbfgs_gather_cpu(grad, layout, out)``: ``out`` is
   the group's gradient with zeros where a parameter has no gradient (``active[s] == 0``),
   like ``torch.optim.LBFGS._gather_flat_grad``; each parameter's gradient is read from its
-  arena slot or, through ``gsrc``, where its array is (``optim.py``'s ``grad_block``).
+  arena slot or, through ``gsrc``, where its array is (``optim.py``'s ``grad_block``;
+  ``layout``: the arena tables, as every optimizer kernel takes them).
 * ``_lbfgs_axpy_cpu(x, d, t)``: ``x += t * d`` rounded once (``x.add_(d, alpha=t)`` is
   an fma in torch, measured for float32 and float64).
 * ``_lbfgs_dot_cpu(a, b, partial)``: ``a . b`` (float64 result).
@@ -43,6 +44,9 @@ from .._jit import flat_kernel
 from ._fma import fma
 from .optim import grad_block
 
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = ("lbfgs_gather", "lbfgs_axpy", "lbfgs_dot", "lbfgs_pair", "lbfgs_absstats", "lbfgs_direction")
+
 __all__ = ["_lbfgs_gather_cpu", "_lbfgs_axpy_cpu", "_lbfgs_dot_cpu", "_lbfgs_pair_cpu",
            "_lbfgs_absstats_cpu", "_lbfgs_direction_cpu"]
 
@@ -50,9 +54,10 @@ _AXPY_CHUNK = 16384
 
 
 @flat_kernel
-def _lbfgs_gather_cpu(grad, blk_start, blk_end, blk_seg, active, gsrc, out):
+def _lbfgs_gather_cpu(grad, layout, out):
     """``out`` = the gradient (``grad_block``) on the blocks of active parameters, 0 on the
-    others."""
+    others (``layout``: the arena tables, as for every optimizer kernel)."""
+    blk_start, blk_end, blk_seg, active, gsrc = layout
     for b in prange(blk_start.size):
         lo = blk_start[b]
         hi = blk_end[b]

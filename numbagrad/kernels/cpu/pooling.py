@@ -44,28 +44,22 @@ loop is race-free and the summation order is the serial one (results are identic
 between the twins). Each window is walked with the clipped ranges precomputed per output
 row/column, so the inner loop has no bounds tests.
 
-Measured here (2 cores shared with other jobs, load average ~6, so noisy; float32,
-1024 planes of 32x32 = ``MaxPool2d(2)`` on 32x32x32x32, best of 40-50 calls, serial twins):
-
-=====================================  ==================================
-kernel                                 ms
-=====================================  ==================================
-max fwd, general loop                  3.0-3.1
-max fwd, unrolled 2x2 (chosen for it)  0.69-0.78 (parallel twin 0.39)
-max bwd (zero + scatter)               0.76-0.79
-avg fwd / bwd, kernel 2                1.5 / 1.7
-torch max_pool2d fwd with indices      4.7-12 (same machine and moment)
-=====================================  ==================================
-
-The general max loop pays per-output loop setup for a 4-element window; writing the
-compare as a branch-free select did not help it (3.1 ms), and walking a whole output row
-per window tap (no per-output setup) was slower (6.9 ms: the running max goes through
-memory). The unrolled 2x2 loop (straight-line selects, no inner loops) is 4x faster.
+The 2x2 max pool (``MaxPool2d(2)``) has its own unrolled loop (straight-line selects, no
+inner loops): 0.7 ms against 3.0 ms for the general loop on 32x32x32x32 float32, which pays
+per-output loop setup for a 4-element window (the table and the variants tried:
+``perf/README.md``, "Measurement notes", ``kernels/cpu/pooling.py``).
 """
 import numpy as np
 from numba import prange
 
 from .._jit import flat_kernel, scalar_helper
+
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = (
+    "max_pool2d_fwd", "max_pool2d_bwd", "avg_pool2d_fwd", "avg_pool2d_bwd",
+    "adaptive_avg_pool2d_fwd", "adaptive_avg_pool2d_bwd", "adaptive_max_pool2d_fwd",
+    "adaptive_max_pool2d_bwd",
+)
 
 
 @scalar_helper
@@ -77,7 +71,7 @@ def _first_valid(start, step):
 
 
 @flat_kernel
-def _max_pool2d_general_fwd_cpu(x, out, idx, kH, kW, sH, sW, pH, pW, dH, dW):
+def _max_pool2d_general_fwd(x, out, idx, kH, kW, sH, sW, pH, pW, dH, dW):
     """out[p, oh, ow] = max of x[p] over the (dilated, padded) window; idx = its flat index.
 
     x: (P, H, W); out: (P, OH, OW) of x's dtype; idx: (P, OH, OW) int64.
@@ -113,7 +107,7 @@ def _take(v, m):
 
 
 @flat_kernel
-def _max_pool2d_2x2_fwd_cpu(x, out, idx, sH, sW):
+def _max_pool2d_2x2_fwd(x, out, idx, sH, sW):
     """The 2x2 window, undilated, unpadded, every window inside the input (the caller checks):
     the general loop unrolled. Same results (first max wins, NaN wins)."""
     P, H, W = x.shape
@@ -156,9 +150,9 @@ def _max_pool2d_fwd_cpu(x, out, idx, kH, kW, sH, sW, pH, pW, dH, dW):
     OH, OW = out.shape[1], out.shape[2]
     if (kH == 2 and kW == 2 and dH == 1 and dW == 1 and pH == 0 and pW == 0
             and (OH - 1) * sH + 2 <= H and (OW - 1) * sW + 2 <= W):
-        _max_pool2d_2x2_fwd_cpu(x, out, idx, sH, sW)
+        _max_pool2d_2x2_fwd(x, out, idx, sH, sW)
     else:
-        _max_pool2d_general_fwd_cpu(x, out, idx, kH, kW, sH, sW, pH, pW, dH, dW)
+        _max_pool2d_general_fwd(x, out, idx, kH, kW, sH, sW, pH, pW, dH, dW)
 
 
 @scalar_helper

@@ -29,25 +29,16 @@ C-contiguous 2-D ``(B, n)`` array (``b_hh`` 1-D) of one floating dtype, float32 
 
 Why the forward passes are hybrids. pip's llvmlite has no SVML, so ``math.exp`` /
 ``math.tanh`` inside an @njit loop are scalar libm calls, while NumPy's ``np.tanh`` is an
-AVX-512 loop. Measured here for one LSTM step at B=32, H=128, float32 (best of 5 x 2000):
-
-* one fused @njit loop with libm ``exp``/``tanh``: 233 us;
-* the same loop with a float32 rational tanh (no libm call, but the 5-store loop body
-  does not vectorise): 47 us;
-* the hybrid chosen: an @njit pass that forms the pre-activations (sigmoid gates scaled
-  by 1/2, since ``sigmoid(x) = (1 + tanh(x/2)) / 2``), one in-place ``np.tanh`` over all
-  4H gates, an @njit pass that finishes the gates and forms ``c``, ``np.tanh(c)``, and an
-  @njit pass for ``h``: 14 us (pre-activation pass 4.3 us, tanh of the 4H gates 5.1 us,
-  gate/state pass 2.4 us, ``tanh(c)`` 1.4 us, ``h`` pass 0.7 us; a numba dispatch is
-  0.3-0.5 us of it). (For scale: the step's GEMM ``h @ W_hh^T`` costs 34 us, 2 threads.)
-* rechecked with the vectorisable ``scalar.tanh_f32`` (float64 rational, 0.51 ulp): one
-  fused float32 kernel (gates pass, then c / tanh(c) / h pass, simple unit-stride loops)
-  27 us; the same rational evaluated in float32: 15.6 us and 6.7 ulp. Its division makes
-  it slower than NumPy's tanh (16K elements: 16.4 us float64-evaluated, 7.6 us float32,
-  5.1 us ``np.tanh``), so the hybrid stays.
+AVX-512 loop. So the forward is a hybrid: an @njit pass forms the pre-activations (sigmoid
+gates scaled by 1/2, since ``sigmoid(x) = (1 + tanh(x/2)) / 2``), one in-place ``np.tanh``
+runs over all 4H gates, an @njit pass finishes the gates and forms ``c``, then
+``np.tanh(c)`` and an @njit pass for ``h``: 14 us for one LSTM step at B=32, H=128 float32,
+against 233 us for one fused loop with libm calls. The per-pass breakdown and the variants
+tried (a rational tanh in the loop, float32 or float64-evaluated) are in ``perf/README.md``
+("Measurement notes", ``kernels/cpu/rnn.py``).
 
 The sequence layer passes ``act`` and ``xg`` as the same array (the gates overwrite the
-input projection); then :func:`_lstm_pre_inplace_cpu` runs, because the out-of-place
+input projection); then :func:`_lstm_pre_inplace` runs, because the out-of-place
 pre-activation loop on aliased arrays fails LLVM's runtime overlap check and runs scalar
 (8.1 us vs 4.9 us). Below the parallel threshold the wrappers call the numba dispatchers'
 ``serial`` twins directly (no :class:`FlatKernel` call per time step).
@@ -69,6 +60,12 @@ from ...backend import config
 from .._jit import flat_kernel
 from .. import scalar as S
 
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = (
+    "lstm_cell_fwd", "lstm_cell_bwd", "gru_cell_fwd", "gru_cell_bwd", "rnn_cell_fwd",
+    "rnn_cell_bwd",
+)
+
 _F16 = np.dtype(np.float16)
 
 
@@ -80,7 +77,7 @@ def _no_half(a, name):
 
 # ---- LSTM -------------------------------------------------------------------------------------
 @flat_kernel
-def _lstm_pre_cpu(xg, hg, act):
+def _lstm_pre(xg, hg, act):
     """act = xg + hg, with the sigmoid gates (i, f, o) halved: tanh of it gives them."""
     B, G = act.shape
     H = G // 4
@@ -95,8 +92,8 @@ def _lstm_pre_cpu(xg, hg, act):
 
 
 @flat_kernel
-def _lstm_pre_inplace_cpu(act, hg):
-    """act = act + hg (act holding xg), the sigmoid gates halved: :func:`_lstm_pre_cpu`
+def _lstm_pre_inplace(act, hg):
+    """act = act + hg (act holding xg), the sigmoid gates halved: :func:`_lstm_pre`
     for ``act is xg``. NOTE: with act and xg the same array the out-of-place loop fails
     LLVM's runtime overlap check and runs scalar (8.1 us vs 4.9 us at B=32, H=128
     float32); this read-modify-write loop only checks act against hg."""
@@ -115,7 +112,7 @@ def _lstm_pre_inplace_cpu(act, hg):
 
 
 @flat_kernel
-def _lstm_state_cpu(act, c_prev, c):
+def _lstm_state(act, c_prev, c):
     """act holds tanh(x/2) for i, f, o: turn them into sigmoids; c = f*c_prev + i*g."""
     B, G = act.shape
     H = G // 4
@@ -139,7 +136,7 @@ def _lstm_state_cpu(act, c_prev, c):
 
 
 @flat_kernel
-def _lstm_hidden_cpu(act, tc, h):
+def _lstm_hidden(act, tc, h):
     """h = o * tanh(c)."""
     B, G = act.shape
     H = G // 4
@@ -157,22 +154,22 @@ def _lstm_cell_fwd_cpu(xg, hg, c_prev, act, tc, c, h):
         # NOTE: the numba dispatchers directly (what FlatKernel would pick): this runs once
         # per time step, and the wrapper's Python call costs ~0.3 us of a ~14 us step.
         if act is xg:
-            _lstm_pre_inplace_cpu.serial(act, hg)
+            _lstm_pre_inplace.serial(act, hg)
         else:
-            _lstm_pre_cpu.serial(xg, hg, act)
+            _lstm_pre.serial(xg, hg, act)
         np.tanh(act, out=act)
-        _lstm_state_cpu.serial(act, c_prev, c)
+        _lstm_state.serial(act, c_prev, c)
         np.tanh(c, out=tc)
-        _lstm_hidden_cpu.serial(act, tc, h)
+        _lstm_hidden.serial(act, tc, h)
     else:
         if act is xg:
-            _lstm_pre_inplace_cpu(act, hg)
+            _lstm_pre_inplace(act, hg)
         else:
-            _lstm_pre_cpu(xg, hg, act)
+            _lstm_pre(xg, hg, act)
         np.tanh(act, out=act)
-        _lstm_state_cpu(act, c_prev, c)
+        _lstm_state(act, c_prev, c)
         np.tanh(c, out=tc)
-        _lstm_hidden_cpu(act, tc, h)
+        _lstm_hidden(act, tc, h)
 
 
 @flat_kernel
@@ -215,7 +212,7 @@ def _lstm_cell_bwd_cpu(gy, gh, gc, act, tc, c_prev, dgates, dc_prev):
 
 # ---- GRU --------------------------------------------------------------------------------------
 @flat_kernel
-def _gru_pre_cpu(xg, hg, b_hh, act):
+def _gru_pre(xg, hg, b_hh, act):
     """act[:, :2H] = (xg + hg + b_hh)/2 for r, z; act[:, 3H:] = hg_n + b_hn."""
     B, G = act.shape
     H = G // 4
@@ -228,7 +225,7 @@ def _gru_pre_cpu(xg, hg, b_hh, act):
 
 
 @flat_kernel
-def _gru_n_pre_cpu(act, xg):
+def _gru_n_pre(act, xg):
     """Finish r, z (sigmoids from tanh(x/2)); act[:, 2H:3H] = xn + r * (hn + bhn)."""
     B, G = act.shape
     H = G // 4
@@ -241,7 +238,7 @@ def _gru_n_pre_cpu(act, xg):
 
 
 @flat_kernel
-def _gru_hidden_cpu(act, h_prev, h):
+def _gru_hidden(act, h_prev, h):
     """h = (1 - z) * n + z * h_prev = n + z * (h_prev - n)."""
     B, G = act.shape
     H = G // 4
@@ -257,13 +254,13 @@ def _gru_cell_fwd_cpu(xg, hg, b_hh, h_prev, act, h):
         _no_half(act, "gru")
     H = h.shape[1]
     serial = act.size < config.PARALLEL_THRESHOLD     # the dispatchers directly, as in the LSTM
-    (_gru_pre_cpu.serial if serial else _gru_pre_cpu)(xg, hg, b_hh, act)
+    (_gru_pre.serial if serial else _gru_pre)(xg, hg, b_hh, act)
     rz = act[:, :2 * H]
     np.tanh(rz, out=rz)
-    (_gru_n_pre_cpu.serial if serial else _gru_n_pre_cpu)(act, xg)
+    (_gru_n_pre.serial if serial else _gru_n_pre)(act, xg)
     n = act[:, 2 * H:3 * H]
     np.tanh(n, out=n)
-    (_gru_hidden_cpu.serial if serial else _gru_hidden_cpu)(act, h_prev, h)
+    (_gru_hidden.serial if serial else _gru_hidden)(act, h_prev, h)
 
 
 @flat_kernel
@@ -308,7 +305,7 @@ def _gru_cell_bwd_cpu(gy, gh, act, h_prev, dxg, dhg, dh_prev):
 
 # ---- Elman RNN (tanh / relu) ------------------------------------------------------------------
 @flat_kernel
-def _rnn_pre_cpu(xg, hg, nonlin, h):
+def _rnn_pre(xg, hg, nonlin, h):
     """h = xg + hg (tanh: finished by np.tanh), or relu(xg + hg)."""
     B, H = h.shape
     for b in prange(B):
@@ -323,7 +320,7 @@ def _rnn_pre_cpu(xg, hg, nonlin, h):
 def _rnn_cell_fwd_cpu(xg, hg, nonlin, h):
     """One Elman step ``h = tanh(xg + hg)`` (nonlin 0) or ``relu(xg + hg)`` (nonlin 1)."""
     _no_half(h, "rnn")
-    _rnn_pre_cpu(xg, hg, nonlin, h)
+    _rnn_pre(xg, hg, nonlin, h)
     if nonlin == 0:
         np.tanh(h, out=h)
 

@@ -113,6 +113,31 @@ def launch(kernel, n, *args):
     kernel[blocks_for(n), TPB](*[dev(a) for a in args])
 
 
+def from_template(module, name, src, env):
+    """The function ``name`` defined by the source ``src`` with the globals ``env``, reported
+    as defined in ``module``: how the kernel factories give a generated kernel or launcher
+    its own parameter names and arity (numba compiles from the bytecode; CUDA kernels are
+    not cached on disk, so a generated kernel costs nothing more)."""
+    ns = dict(env)
+    exec(compile(src, f"<{module}.{name}>", "exec"), ns)  # noqa: S102 (templates of the kernel modules)
+    fn = ns[name]
+    fn.__module__ = module
+    return fn
+
+
+def flat_launcher(module, name, params, kernel, size, guard=None):
+    """The launcher ``def <name>(<params>): launch(kernel, <size>.size, <params>)`` of a
+    generated kernel, with real parameter names (the CPU twin's, which
+    ``tests/test_kernel_twins.py`` compares); ``guard``: launch only when that argument
+    has elements."""
+    cond = f"if dev({guard}).size:\n        " if guard else ""
+    src = f"def {name}({params}):\n    {cond}launch(kernel, dev({size}).size, {params})\n"
+    fn = from_template(module, name, src, {"launch": launch, "dev": dev, "kernel": kernel})
+    fn.__doc__ = f"Launch ``{kernel.name.rsplit('.', 1)[-1]}`` over ``{size}``'s elements."
+    fn.kernel = kernel
+    return fn
+
+
 def launch_rows(kernel, rows, *args):
     """Launch a row kernel: one block of :data:`ROW_TPB` threads per row (grid-stride
     over rows beyond the grid cap)."""
@@ -121,13 +146,23 @@ def launch_rows(kernel, rows, *args):
     kernel[max(1, min(MAX_BLOCKS, int(rows))), ROW_TPB](*[dev(a) for a in args])
 
 
+_ALLOC = None   # set_allocator's: the CUDA backend's pool allocator
+
+
+def set_allocator(alloc):
+    """Called by the CUDA backend at init (``backend/cuda.py``): ``alloc(shape, dtype)``
+    returns a pooled device array with a ``.dev`` numba view. Injected, so that kernels
+    never import the backend above them."""
+    global _ALLOC
+    _ALLOC = alloc
+
+
 def scratch(shape, dtype):
     """A device scratch array for a launcher, from numbagrad's caching pool once the CUDA
     backend is up (the returned numba array keeps its pool block alive)."""
-    from ...backend import cuda as _cb
-    if _cb._POOL is None:
+    if _ALLOC is None:
         return cuda.device_array(shape, dtype)
-    a = _cb._alloc((shape,) if isinstance(shape, int) else shape, dtype)
+    a = _ALLOC((shape,) if isinstance(shape, int) else shape, dtype)
     d = a.dev
     try:
         d._numbagrad_owner = a
@@ -144,4 +179,5 @@ def widen(v):
 
 
 __all__ = ["SIM", "TPB", "ROW_TPB", "MAX_BLOCKS", "FLOAT_TYPES", "REGISTRY", "Kernel",
-           "cuda_kernel", "device_fn", "dev", "launch", "launch_rows", "blocks_for", "scratch", "widen"]
+           "cuda_kernel", "device_fn", "dev", "launch", "from_template", "flat_launcher",
+           "launch_rows", "blocks_for", "scratch", "widen"]

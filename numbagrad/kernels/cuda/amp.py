@@ -26,6 +26,9 @@ from numba import types as nbtypes
 
 from ._launch import MAX_BLOCKS, TPB, cuda_kernel, dev, widen
 
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = ("unscale_check",)
+
 __all__ = ["_unscale_check_cuda"]
 
 _I64 = nbtypes.int64

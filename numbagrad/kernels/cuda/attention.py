@@ -33,6 +33,9 @@ from ._launch import widen as _w
 from ._launch import ROW_TPB, cuda_kernel, dev, launch_rows
 from .softmax import _block_max_device, _block_sum_device
 
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = ("attn_softmax_fwd", "attn_softmax_bwd")
+
 _U64 = nbtypes.uint64
 _I64 = nbtypes.int64
 _B = nbtypes.boolean

@@ -32,6 +32,9 @@ from numba import types as nbtypes
 from .._clip_common import _empty_norm, _norm_mode
 from ._launch import MAX_BLOCKS, ROW_TPB, cuda_kernel, dev, device_fn, launch, scratch, widen
 
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = ("grad_norm", "grad_scale", "grad_clamp")
+
 __all__ = ["_grad_norm_cuda", "_grad_scale_cuda", "_grad_clamp_cuda"]
 
 _I64 = nbtypes.int64

@@ -29,6 +29,9 @@ from numba import cuda, types as nbtypes
 from ._launch import cuda_kernel, dev, launch
 from ._launch import widen as _wide_device
 
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = ("im2col", "col2im")
+
 _I64 = nbtypes.int64
 
 

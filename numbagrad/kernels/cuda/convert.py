@@ -14,6 +14,9 @@ from numba import types as nbtypes
 
 from ._launch import cuda_kernel, device_fn, launch
 
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = ("f32_to_bf16", "bf16_to_f32")
+
 __all__ = ["_f32_to_bf16_cuda", "_bf16_to_f32_cuda"]
 
 _U16 = nbtypes.uint16

@@ -34,6 +34,9 @@ from ._launch import FLOAT_TYPES, ROW_TPB, cuda_kernel, device_fn, launch_rows
 from .loss import _BOOL, _I64, _ct, _zero
 from .softmax import _block_sum_device
 
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = ("ctc_loss_fwd", "ctc_loss_bwd")
+
 __all__ = ["_ctc_loss_fwd_cuda", "_ctc_loss_bwd_cuda"]
 
 

@@ -28,6 +28,9 @@ from .. import scalar as S
 from ._launch import widen as _wide_device
 from ._launch import cuda_kernel, dev, launch
 
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = ("dropout_fwd", "dropout_bwd", "bernoulli_mask", "alpha_dropout_fwd")
+
 _U64 = nbtypes.uint64
 _U8 = nbtypes.uint8[::1]
 

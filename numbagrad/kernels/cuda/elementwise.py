@@ -20,6 +20,9 @@ from numba import cuda, float32, int64, types as nbt
 
 from ._launch import cuda_kernel, device_fn, widen, FLOAT_TYPES
 
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = ()
+
 MAXD = 6
 """Rank the nd kernels are compiled for; the backend merges dimensions down to it."""
 

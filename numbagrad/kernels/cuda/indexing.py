@@ -49,6 +49,12 @@ from numba import types as nbtypes
 
 from ._launch import scratch, FLOAT_TYPES, cuda_kernel, launch
 
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = (
+    "gather_fwd", "scatter_add_fwd", "scatter_fwd", "scatter_fill_fwd", "index_select_fwd",
+    "index_add_fwd", "embedding_fwd", "embedding_bwd", "one_hot_fwd",
+)
+
 __all__ = ["_gather_fwd_cuda", "_scatter_add_fwd_cuda", "_scatter_fwd_cuda", "_scatter_fill_fwd_cuda",
            "_index_select_fwd_cuda", "_index_add_fwd_cuda", "_embedding_fwd_cuda", "_embedding_bwd_cuda",
            "_one_hot_fwd_cuda"]

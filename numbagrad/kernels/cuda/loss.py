@@ -45,6 +45,11 @@ from numba import types as nbtypes
 
 from ._launch import scratch, MAX_BLOCKS, ROW_TPB, cuda_kernel, device_fn, launch, launch_rows
 
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = (
+    "cross_entropy_fwd", "cross_entropy_bwd", "cross_entropy_soft_fwd", "cross_entropy_soft_bwd",
+)
+
 __all__ = ["_cross_entropy_fwd_cuda", "_cross_entropy_bwd_cuda", "_cross_entropy_soft_fwd_cuda",
            "_cross_entropy_soft_bwd_cuda"]
 

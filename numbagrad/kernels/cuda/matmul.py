@@ -41,6 +41,9 @@ from numba.np.numpy_support import from_dtype
 
 from ._launch import MAX_BLOCKS, SIM, cuda_kernel, dev
 
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = ()
+
 TILE = 4 if SIM else 16
 """Threads per block side; also the K step of the shared slabs."""
 REG_BLOCKS = (1, 2) if SIM else (1, 2, 4)

@@ -19,6 +19,9 @@ from numba import types as nbtypes
 
 from ._launch import cuda_kernel, launch, widen
 
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = ("confusion_count", "topk_correct", "row_argmax")
+
 __all__ = ["_confusion_count_cuda", "_topk_correct_cuda", "_row_argmax_cuda"]
 
 _I64 = nbtypes.int64

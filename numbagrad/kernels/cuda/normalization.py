@@ -38,6 +38,12 @@ from ._launch import ROW_TPB, cuda_kernel, dev, launch, launch_rows
 from ._launch import widen as _w
 from .softmax import _block_sum_device
 
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = (
+    "layer_norm_fwd", "layer_norm_bwd", "batch_norm_stats", "batch_norm_fwd", "batch_norm_bwd",
+    "group_norm_fwd", "group_norm_bwd",
+)
+
 _ACC32_IN = (nbtypes.float16, nbtypes.float32)
 _ACC64_IN = (nbtypes.float64,)
 _B = nbtypes.boolean

@@ -10,10 +10,12 @@ active segments) and ``seg_scal`` (``[-lr/bc1, sqrt(bc2)]`` per segment, in the
 parameter dtype), SGD's uint8 ``has_buf`` (set for active segments after a momentum
 step). Per-element scalars come typed like ``param``; ``lr``, ``beta1``, ``beta2`` are
 float64. The update arithmetic is the CPU's, operation by operation (PyTorch's
-single-tensor Adam / SGD). Nothing is returned. ``gsrc`` (every launcher here and in
-``optim_*.py`` takes it after ``active``, as the CPU twins) is ignored: on the CPU it lets
-a kernel read a gradient where its array is, but CUDA buckets always copy gradients into
-the arena's ``grad``, so there it is all zeros.
+single-tensor Adam / SGD). Nothing is returned. Every launcher here and in
+``optim_*.py`` takes the tables as one ``layout`` and its scalars as one ``hyper`` tuple,
+as the CPU twins; the element kernels take ``(blk_start, blk_end, blk_seg, active)`` as
+one tuple (:func:`_tables`) and their per-element scalars as one tuple too. ``layout``'s
+``gsrc`` is ignored: on the CPU it lets a kernel read a gradient where its array is, but
+CUDA buckets always copy gradients into the arena's ``grad``, so there it is all zeros.
 
 Design
 ------
@@ -41,7 +43,10 @@ import numpy as np
 from numba import cuda, float32, float64
 from numba import types as nbtypes
 
-from ._launch import cuda_kernel, device_fn, launch
+from ._launch import cuda_kernel, dev, device_fn, launch
+
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = ("adam_step", "sgd_step")
 
 __all__ = ["_adam_step_cuda", "_sgd_step_cuda"]
 
@@ -52,6 +57,15 @@ _F64 = nbtypes.float64
 _BOOL = nbtypes.boolean
 _TABLES = (_I64[::1], _I64[::1], _I64[::1], _U8[::1])
 """Types of ``blk_start, blk_end, blk_seg, active`` (the arena's tables)."""
+_TABLES_T = nbtypes.Tuple(_TABLES)
+"""The element kernels take the tables as one tuple (:func:`_tables`)."""
+
+
+def _tables(layout):
+    """The device arrays of ``layout``'s ``blk_start, blk_end, blk_seg, active`` as the one
+    tuple the element kernels take (``layout``: the arena layout a launcher is given, whose
+    fifth table ``gsrc`` CUDA ignores)."""
+    return tuple(dev(a) for a in layout[:4])
 
 
 def _ct(T):
@@ -83,9 +97,11 @@ def _find_block(blk_start, blk_end, e):
 
 # ---- shared by the optimizer kernels (kernels/cuda/optim_*.py) ----------------------------------
 @device_fn
-def _segment_of(blk_start, blk_end, blk_seg, active, e):
+def _segment_of(tables, e):
     """The parameter (segment) of arena element ``e`` when it has a gradient this step, else
-    -1 (inactive, or outside every block): the prologue of every element kernel."""
+    -1 (inactive, or outside every block): the prologue of every element kernel. ``tables``:
+    ``(blk_start, blk_end, blk_seg, active)`` (:func:`_tables`)."""
+    blk_start, blk_end, blk_seg, active = tables
     b = _find_block(blk_start, blk_end, e)
     if b >= 0:
         s = blk_seg[b]
@@ -138,9 +154,11 @@ def _l2_grad(p, wd, g):
 
 
 @device_fn
-def _adam_elem(param, grad, exp_avg, exp_avg_sq, e, wd, sign, omb1, omw, b2, omb2, small):
+def _adam_elem(param, grad, exp_avg, exp_avg_sq, e, wd, sign, mom):
     """Element ``e`` of an Adam-family arena: the gradient with ``maximize``'s sign and L2
-    decay, the new moments, stored; returns ``(p, g, m, v)`` in the compute type."""
+    decay, the new moments, stored; returns ``(p, g, m, v)`` in the compute type. ``mom``:
+    ``_moments``' scalars ``(omb1, omw, b2, omb2, small)``."""
+    omb1, omw, b2, omb2, small = mom
     ct = type(omb1)
     p = ct(param[e])
     g = _l2_grad(p, wd, ct(grad[e]) * sign)
@@ -180,18 +198,18 @@ def _adam_segments_kernel(active, steps, seg_scal, lr, beta1, beta2):
         s += cuda.gridsize(1)
 
 
-@cuda_kernel(lambda T: (T[::1],) * 5 + _TABLES + (T[::1],) + (_ct(T),) * 8 + (_BOOL, _BOOL))
-def _adam_elements_kernel(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, blk_start, blk_end, blk_seg,
-                          active, seg_scal, omb1, omw, b2, omb2, eps, wd, decay, sign, amsgrad, lerp_small):
+@cuda_kernel(lambda T: (T[::1],) * 5 + (_TABLES_T,) + (T[::1],) + (nbtypes.Tuple((_ct(T),) * 8 + (_BOOL, _BOOL)),))
+def _adam_elements_kernel(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, tables, seg_scal, hyper):
+    omb1, omw, b2, omb2, eps, wd, decay, sign, amsgrad, lerp_small = hyper
     ct = type(omb1)
     n = param.size
     e = cuda.grid(1)
     while e < n:
-        s = _segment_of(blk_start, blk_end, blk_seg, active, e)
+        s = _segment_of(tables, e)
         if s >= 0:
             nss = ct(seg_scal[2 * s])
             bc2s = ct(seg_scal[2 * s + 1])
-            p, _, m, v = _adam_elem(param, grad, exp_avg, exp_avg_sq, e, wd, sign, omb1, omw, b2, omb2, lerp_small)
+            p, _, m, v = _adam_elem(param, grad, exp_avg, exp_avg_sq, e, wd, sign, (omb1, omw, b2, omb2, lerp_small))
             if amsgrad:
                 v = _maximum(ct(max_exp_avg_sq[e]), v)
                 max_exp_avg_sq[e] = v
@@ -199,30 +217,30 @@ def _adam_elements_kernel(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, blk_
         e += cuda.gridsize(1)
 
 
-def _adam_step_cuda(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq,
-                    blk_start, blk_end, blk_seg, active, gsrc, steps, seg_scal,
-                    lr, beta1, beta2, omb1, omw, b2, omb2, eps, wd, decay, sign,
-                    amsgrad, lerp_small):
+def _adam_step_cuda(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, layout, steps, seg_scal, hyper):
     """Adam / AdamW over a flat arena (``torch.optim.adam._single_tensor_adam``); see the
     CPU twin ``_adam_step_cpu`` for the meaning of every argument."""
+    active = layout.active
+    tables = _tables(layout)
+    lr, beta1, beta2, omb1, omw, b2, omb2, eps, wd, decay, sign, amsgrad, lerp_small = hyper
     if active.size == 0:
         return
     t = _ctype(param.dtype)
     launch(_adam_segments_kernel, active.size, active, steps, seg_scal, float(lr), float(beta1), float(beta2))
     launch(_adam_elements_kernel, param.size, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq,
-           blk_start, blk_end, blk_seg, active, seg_scal,
-           t(omb1), t(omw), t(b2), t(omb2), t(eps), t(wd), t(decay), t(sign), bool(amsgrad), bool(lerp_small))
+           tables, seg_scal,
+           (t(omb1), t(omw), t(b2), t(omb2), t(eps), t(wd), t(decay), t(sign), bool(amsgrad), bool(lerp_small)))
 
 
 # ---- SGD ---------------------------------------------------------------------------------------
-@cuda_kernel(lambda T: (T[::1],) * 3 + _TABLES + (_U8[::1],) + (_ct(T),) * 5 + (_BOOL, _BOOL))
-def _sgd_elements_kernel(param, grad, buf, blk_start, blk_end, blk_seg, active, has_buf,
-                         neg_lr, momentum, omd, wd, sign, use_momentum, nesterov):
+@cuda_kernel(lambda T: (T[::1],) * 3 + (_TABLES_T,) + (_U8[::1],) + (nbtypes.Tuple((_ct(T),) * 5 + (_BOOL, _BOOL)),))
+def _sgd_elements_kernel(param, grad, buf, tables, has_buf, hyper):
+    neg_lr, momentum, omd, wd, sign, use_momentum, nesterov = hyper
     ct = type(neg_lr)
     n = param.size
     e = cuda.grid(1)
     while e < n:
-        s = _segment_of(blk_start, blk_end, blk_seg, active, e)
+        s = _segment_of(tables, e)
         if s >= 0:
             p = ct(param[e])
             g = _l2_grad(p, wd, ct(grad[e]) * sign)
@@ -249,14 +267,16 @@ def _sgd_flags_kernel(active, has_buf):
         s += cuda.gridsize(1)
 
 
-def _sgd_step_cuda(param, grad, buf, blk_start, blk_end, blk_seg, active, gsrc, has_buf,
-                   neg_lr, momentum, omd, wd, sign, use_momentum, nesterov):
+def _sgd_step_cuda(param, grad, buf, layout, has_buf, hyper):
     """SGD with momentum / dampening / nesterov / weight decay / maximize
     (``torch.optim.sgd._single_tensor_sgd``) over a flat arena; see ``_sgd_step_cpu``."""
+    active = layout.active
+    tables = _tables(layout)
+    neg_lr, momentum, omd, wd, sign, use_momentum, nesterov = hyper
     t = _ctype(param.dtype)
     use_momentum = bool(use_momentum)
-    launch(_sgd_elements_kernel, param.size, param, grad, buf, blk_start, blk_end, blk_seg, active, has_buf,
-           t(neg_lr), t(momentum), t(omd), t(wd), t(sign), use_momentum, bool(nesterov))
+    launch(_sgd_elements_kernel, param.size, param, grad, buf, tables, has_buf,
+           (t(neg_lr), t(momentum), t(omd), t(wd), t(sign), use_momentum, bool(nesterov)))
     if use_momentum:
         # after the element kernel (same stream): it must see the old flags
         launch(_sgd_flags_kernel, active.size, active, has_buf)

@@ -14,10 +14,14 @@ scalars. float16 arenas compute in float32 (``_ct``) and store back to half.
 import math
 
 from numba import cuda, float32, float64
+from numba import types as nbtypes
 
 from ._launch import cuda_kernel, device_fn, launch
-from .optim import (_BOOL, _F32, _F64, _TABLES, _U8, _adam_elem, _bias_corrections, _bump, _ct, _ctype, _l2_grad,
-                    _lerp, _maximum, _segment_of)
+from .optim import (_BOOL, _F32, _F64, _TABLES_T, _U8, _adam_elem, _bias_corrections, _bump, _ct, _ctype, _l2_grad,
+                    _lerp, _maximum, _segment_of, _tables)
+
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = ("adamax_step", "radam_step", "nadam_step")
 
 __all__ = ["_adamax_step_cuda", "_radam_step_cuda", "_nadam_step_cuda"]
 
@@ -32,14 +36,14 @@ def _adamax_segments_kernel(active, steps, seg_scal, lr, beta1):
         s += cuda.gridsize(1)
 
 
-@cuda_kernel(lambda T: (T[::1],) * 4 + _TABLES + (T[::1],) + (_ct(T),) * 6 + (_BOOL,))
-def _adamax_elements_kernel(param, grad, exp_avg, exp_inf, blk_start, blk_end, blk_seg, active, seg_scal,
-                            omb1, omw, b2, eps, wd, sign, lerp_small):
+@cuda_kernel(lambda T: (T[::1],) * 4 + (_TABLES_T,) + (T[::1],) + (nbtypes.Tuple((_ct(T),) * 6 + (_BOOL,)),))
+def _adamax_elements_kernel(param, grad, exp_avg, exp_inf, tables, seg_scal, hyper):
+    omb1, omw, b2, eps, wd, sign, lerp_small = hyper
     ct = type(omb1)
     n = param.size
     e = cuda.grid(1)
     while e < n:
-        s = _segment_of(blk_start, blk_end, blk_seg, active, e)
+        s = _segment_of(tables, e)
         if s >= 0:
             nclr = ct(seg_scal[2 * s])
             p = ct(param[e])
@@ -52,15 +56,17 @@ def _adamax_elements_kernel(param, grad, exp_avg, exp_inf, blk_start, blk_end, b
         e += cuda.gridsize(1)
 
 
-def _adamax_step_cuda(param, grad, exp_avg, exp_inf, blk_start, blk_end, blk_seg, active, gsrc, steps, seg_scal,
-                      lr, beta1, omb1, omw, b2, eps, wd, sign, lerp_small):
+def _adamax_step_cuda(param, grad, exp_avg, exp_inf, layout, steps, seg_scal, hyper):
     """Adamax over a flat arena; see ``_adamax_step_cpu`` for every argument."""
+    active = layout.active
+    tables = _tables(layout)
+    lr, beta1, omb1, omw, b2, eps, wd, sign, lerp_small = hyper
     if active.size == 0:
         return
     t = _ctype(param.dtype)
     launch(_adamax_segments_kernel, active.size, active, steps, seg_scal, float(lr), float(beta1))
-    launch(_adamax_elements_kernel, param.size, param, grad, exp_avg, exp_inf, blk_start, blk_end, blk_seg,
-           active, seg_scal, t(omb1), t(omw), t(b2), t(eps), t(wd), t(sign), bool(lerp_small))
+    launch(_adamax_elements_kernel, param.size, param, grad, exp_avg, exp_inf, tables, seg_scal,
+           (t(omb1), t(omw), t(b2), t(eps), t(wd), t(sign), bool(lerp_small)))
 
 
 # ---- RAdam --------------------------------------------------------------------------------------
@@ -82,19 +88,19 @@ def _radam_segments_kernel(active, steps, seg_scal, beta1, beta2):
         s += cuda.gridsize(1)
 
 
-@cuda_kernel(lambda T: (T[::1],) * 4 + _TABLES + (_ct(T)[::1],) + (_ct(T),) * 9 + (_BOOL,))
-def _radam_elements_kernel(param, grad, exp_avg, exp_avg_sq, blk_start, blk_end, blk_seg, active, seg_scal,
-                           lr_t, omb1, omw, b2, omb2, eps, wd, decay, sign, lerp_small):
+@cuda_kernel(lambda T: (T[::1],) * 4 + (_TABLES_T,) + (_ct(T)[::1],) + (nbtypes.Tuple((_ct(T),) * 9 + (_BOOL,)),))
+def _radam_elements_kernel(param, grad, exp_avg, exp_avg_sq, tables, seg_scal, hyper):
+    lr_t, omb1, omw, b2, omb2, eps, wd, decay, sign, lerp_small = hyper
     ct = type(omb1)
     n = param.size
     e = cuda.grid(1)
     while e < n:
-        s = _segment_of(blk_start, blk_end, blk_seg, active, e)
+        s = _segment_of(tables, e)
         if s >= 0:
             bc1 = ct(seg_scal[3 * s])
             bc2s = ct(seg_scal[3 * s + 1])
             rect = ct(seg_scal[3 * s + 2])
-            p, _, m, v = _adam_elem(param, grad, exp_avg, exp_avg_sq, e, wd, sign, omb1, omw, b2, omb2, lerp_small)
+            p, _, m, v = _adam_elem(param, grad, exp_avg, exp_avg_sq, e, wd, sign, (omb1, omw, b2, omb2, lerp_small))
             upd = m / bc1 * lr_t
             if rect > 0:
                 upd = upd * (ct(1.0) / (ct(math.sqrt(v)) + eps) * bc2s) * rect
@@ -102,17 +108,18 @@ def _radam_elements_kernel(param, grad, exp_avg, exp_avg_sq, blk_start, blk_end,
         e += cuda.gridsize(1)
 
 
-def _radam_step_cuda(param, grad, exp_avg, exp_avg_sq, blk_start, blk_end, blk_seg, active, gsrc, steps, seg_scal,
-                     beta1, beta2, lr_t, omb1, omw, b2, omb2, eps, wd, decay, sign, lerp_small):
+def _radam_step_cuda(param, grad, exp_avg, exp_avg_sq, layout, steps, seg_scal, hyper):
     """RAdam over a flat arena; see ``_radam_step_cpu`` for every argument (``seg_scal``
     holds 3 scalars per parameter, in the compute type)."""
+    active = layout.active
+    tables = _tables(layout)
+    beta1, beta2, lr_t, omb1, omw, b2, omb2, eps, wd, decay, sign, lerp_small = hyper
     if active.size == 0:
         return
     t = _ctype(param.dtype)
     launch(_radam_segments_kernel, active.size, active, steps, seg_scal, float(beta1), float(beta2))
-    launch(_radam_elements_kernel, param.size, param, grad, exp_avg, exp_avg_sq, blk_start, blk_end, blk_seg,
-           active, seg_scal, t(lr_t), t(omb1), t(omw), t(b2), t(omb2), t(eps), t(wd), t(decay), t(sign),
-           bool(lerp_small))
+    launch(_radam_elements_kernel, param.size, param, grad, exp_avg, exp_avg_sq, tables, seg_scal,
+           (t(lr_t), t(omb1), t(omw), t(b2), t(omb2), t(eps), t(wd), t(decay), t(sign), bool(lerp_small)))
 
 
 # ---- NAdam --------------------------------------------------------------------------------------
@@ -138,19 +145,19 @@ def _nadam_segments_kernel(active, steps, mu_product, seg_scal, lr, beta1, beta2
         s += cuda.gridsize(1)
 
 
-@cuda_kernel(lambda T: (T[::1],) * 4 + _TABLES + (_ct(T)[::1],) + (_ct(T),) * 8 + (_BOOL,))
-def _nadam_elements_kernel(param, grad, exp_avg, exp_avg_sq, blk_start, blk_end, blk_seg, active, seg_scal,
-                           omb1, omw, b2, omb2, eps, wd, decay, sign, lerp_small):
+@cuda_kernel(lambda T: (T[::1],) * 4 + (_TABLES_T,) + (_ct(T)[::1],) + (nbtypes.Tuple((_ct(T),) * 8 + (_BOOL,)),))
+def _nadam_elements_kernel(param, grad, exp_avg, exp_avg_sq, tables, seg_scal, hyper):
+    omb1, omw, b2, omb2, eps, wd, decay, sign, lerp_small = hyper
     ct = type(omb1)
     n = param.size
     e = cuda.grid(1)
     while e < n:
-        s = _segment_of(blk_start, blk_end, blk_seg, active, e)
+        s = _segment_of(tables, e)
         if s >= 0:
             bc2 = ct(seg_scal[3 * s])
             c1 = ct(seg_scal[3 * s + 1])
             c2 = ct(seg_scal[3 * s + 2])
-            p, g, m, v = _adam_elem(param, grad, exp_avg, exp_avg_sq, e, wd, sign, omb1, omw, b2, omb2, lerp_small)
+            p, g, m, v = _adam_elem(param, grad, exp_avg, exp_avg_sq, e, wd, sign, (omb1, omw, b2, omb2, lerp_small))
             d = ct(math.sqrt(v / bc2)) + eps
             p = p * decay
             p = p + c1 * g / d
@@ -158,16 +165,17 @@ def _nadam_elements_kernel(param, grad, exp_avg, exp_avg_sq, blk_start, blk_end,
         e += cuda.gridsize(1)
 
 
-def _nadam_step_cuda(param, grad, exp_avg, exp_avg_sq, blk_start, blk_end, blk_seg, active, gsrc, steps, mu_product,
-                     seg_scal, lr, beta1, beta2, momentum_decay, omb1, omw, b2, omb2, eps, wd, decay, sign,
-                     lerp_small):
+def _nadam_step_cuda(param, grad, exp_avg, exp_avg_sq, layout, steps, mu_product, seg_scal, hyper):
     """NAdam over a flat arena; see ``_nadam_step_cpu`` for every argument
     (``mu_product``: float32 per parameter; ``seg_scal``: 3 scalars per parameter, in
     the compute type)."""
+    active = layout.active
+    tables = _tables(layout)
+    lr, beta1, beta2, momentum_decay, omb1, omw, b2, omb2, eps, wd, decay, sign, lerp_small = hyper
     if active.size == 0:
         return
     t = _ctype(param.dtype)
     launch(_nadam_segments_kernel, active.size, active, steps, mu_product, seg_scal, float(lr), float(beta1),
            float(beta2), float(momentum_decay))
-    launch(_nadam_elements_kernel, param.size, param, grad, exp_avg, exp_avg_sq, blk_start, blk_end, blk_seg,
-           active, seg_scal, t(omb1), t(omw), t(b2), t(omb2), t(eps), t(wd), t(decay), t(sign), bool(lerp_small))
+    launch(_nadam_elements_kernel, param.size, param, grad, exp_avg, exp_avg_sq, tables, seg_scal,
+           (t(omb1), t(omw), t(b2), t(omb2), t(eps), t(wd), t(decay), t(sign), bool(lerp_small)))

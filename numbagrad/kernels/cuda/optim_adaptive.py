@@ -15,24 +15,27 @@ CPU rounds twice, which stays within the tests' tolerance). Nothing is returned.
 import math
 
 from numba import cuda
+from numba import types as nbtypes
 
 from ._launch import cuda_kernel, launch
-from .optim import (_BOOL, _F32, _F64, _TABLES, _U8, _bump, _count_steps_kernel, _ct, _ctype, _l2_grad, _lerp,
-                    _segment_of, _sq_avg)
+from .optim import (_BOOL, _F32, _F64, _TABLES_T, _U8, _bump, _count_steps_kernel, _ct, _ctype, _l2_grad, _lerp,
+                    _segment_of, _sq_avg, _tables)
+
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = ("rmsprop_step", "adagrad_step", "adadelta_step")
 
 __all__ = ["_rmsprop_step_cuda", "_adagrad_step_cuda", "_adadelta_step_cuda"]
 
 
 # ---- RMSprop ------------------------------------------------------------------------------------
-@cuda_kernel(lambda T: (T[::1],) * 5 + _TABLES + (_ct(T),) * 8 + (_BOOL, _BOOL, _BOOL))
-def _rmsprop_elements_kernel(param, grad, square_avg, grad_avg, momentum_buffer, blk_start, blk_end, blk_seg,
-                             active, neg_lr, alpha, oma, omw, eps, wd, sign, momentum,
-                             centered, use_momentum, lerp_small):
+@cuda_kernel(lambda T: (T[::1],) * 5 + (_TABLES_T,) + (nbtypes.Tuple((_ct(T),) * 8 + (_BOOL, _BOOL, _BOOL)),))
+def _rmsprop_elements_kernel(param, grad, square_avg, grad_avg, momentum_buffer, tables, hyper):
+    neg_lr, alpha, oma, omw, eps, wd, sign, momentum, centered, use_momentum, lerp_small = hyper
     ct = type(neg_lr)
     n = param.size
     e = cuda.grid(1)
     while e < n:
-        s = _segment_of(blk_start, blk_end, blk_seg, active, e)
+        s = _segment_of(tables, e)
         if s >= 0:
             p = ct(param[e])
             g = _l2_grad(p, wd, ct(grad[e]) * sign)
@@ -53,20 +56,19 @@ def _rmsprop_elements_kernel(param, grad, square_avg, grad_avg, momentum_buffer,
         e += cuda.gridsize(1)
 
 
-def _rmsprop_step_cuda(param, grad, square_avg, grad_avg, momentum_buffer,
-                       blk_start, blk_end, blk_seg, active, gsrc, steps,
-                       neg_lr, alpha, oma, omw, eps, wd, sign, momentum,
-                       centered, use_momentum, lerp_small):
+def _rmsprop_step_cuda(param, grad, square_avg, grad_avg, momentum_buffer, layout, steps, hyper):
     """RMSprop over a flat arena (``torch.optim.rmsprop._single_tensor_rmsprop``); see the
     CPU twin ``_rmsprop_step_cpu`` for the meaning of every argument."""
+    active = layout.active
+    tables = _tables(layout)
+    neg_lr, alpha, oma, omw, eps, wd, sign, momentum, centered, use_momentum, lerp_small = hyper
     if active.size == 0:
         return
     t = _ctype(param.dtype)
     launch(_count_steps_kernel, active.size, active, steps)
     launch(_rmsprop_elements_kernel, param.size, param, grad, square_avg, grad_avg, momentum_buffer,
-           blk_start, blk_end, blk_seg, active,
-           t(neg_lr), t(alpha), t(oma), t(omw), t(eps), t(wd), t(sign), t(momentum),
-           bool(centered), bool(use_momentum), bool(lerp_small))
+           tables, (t(neg_lr), t(alpha), t(oma), t(omw), t(eps), t(wd), t(sign), t(momentum),
+           bool(centered), bool(use_momentum), bool(lerp_small)))
 
 
 # ---- Adagrad ------------------------------------------------------------------------------------
@@ -79,14 +81,14 @@ def _adagrad_segments_kernel(active, steps, seg_scal, lr, lr_decay):
         s += cuda.gridsize(1)
 
 
-@cuda_kernel(lambda T: (T[::1],) * 3 + _TABLES + (T[::1],) + (_ct(T),) * 3)
-def _adagrad_elements_kernel(param, grad, state_sum, blk_start, blk_end, blk_seg, active, seg_scal,
-                             eps, wd, sign):
+@cuda_kernel(lambda T: (T[::1],) * 3 + (_TABLES_T,) + (T[::1],) + (nbtypes.Tuple((_ct(T),) * 3),))
+def _adagrad_elements_kernel(param, grad, state_sum, tables, seg_scal, hyper):
+    eps, wd, sign = hyper
     ct = type(eps)
     n = param.size
     e = cuda.grid(1)
     while e < n:
-        s = _segment_of(blk_start, blk_end, blk_seg, active, e)
+        s = _segment_of(tables, e)
         if s >= 0:
             nclr = ct(seg_scal[2 * s])
             p = ct(param[e])
@@ -97,27 +99,28 @@ def _adagrad_elements_kernel(param, grad, state_sum, blk_start, blk_end, blk_seg
         e += cuda.gridsize(1)
 
 
-def _adagrad_step_cuda(param, grad, state_sum, blk_start, blk_end, blk_seg, active, gsrc, steps, seg_scal,
-                       lr, lr_decay, eps, wd, sign):
+def _adagrad_step_cuda(param, grad, state_sum, layout, steps, seg_scal, hyper):
     """Adagrad over a flat arena (``torch.optim.adagrad._single_tensor_adagrad``); see the
     CPU twin ``_adagrad_step_cpu`` for the meaning of every argument."""
+    active = layout.active
+    tables = _tables(layout)
+    lr, lr_decay, eps, wd, sign = hyper
     if active.size == 0:
         return
     t = _ctype(param.dtype)
     launch(_adagrad_segments_kernel, active.size, active, steps, seg_scal, float(lr), float(lr_decay))
-    launch(_adagrad_elements_kernel, param.size, param, grad, state_sum, blk_start, blk_end, blk_seg, active,
-           seg_scal, t(eps), t(wd), t(sign))
+    launch(_adagrad_elements_kernel, param.size, param, grad, state_sum, tables, seg_scal, (t(eps), t(wd), t(sign)))
 
 
 # ---- Adadelta -----------------------------------------------------------------------------------
-@cuda_kernel(lambda T: (T[::1],) * 4 + _TABLES + (_ct(T),) * 6)
-def _adadelta_elements_kernel(param, grad, square_avg, acc_delta, blk_start, blk_end, blk_seg, active,
-                              neg_lr, rho, omr, eps, wd, sign):
+@cuda_kernel(lambda T: (T[::1],) * 4 + (_TABLES_T,) + (nbtypes.Tuple((_ct(T),) * 6),))
+def _adadelta_elements_kernel(param, grad, square_avg, acc_delta, tables, hyper):
+    neg_lr, rho, omr, eps, wd, sign = hyper
     ct = type(neg_lr)
     n = param.size
     e = cuda.grid(1)
     while e < n:
-        s = _segment_of(blk_start, blk_end, blk_seg, active, e)
+        s = _segment_of(tables, e)
         if s >= 0:
             p = ct(param[e])
             g = _l2_grad(p, wd, ct(grad[e]) * sign)
@@ -130,13 +133,15 @@ def _adadelta_elements_kernel(param, grad, square_avg, acc_delta, blk_start, blk
         e += cuda.gridsize(1)
 
 
-def _adadelta_step_cuda(param, grad, square_avg, acc_delta, blk_start, blk_end, blk_seg, active, gsrc, steps,
-                        neg_lr, rho, omr, eps, wd, sign):
+def _adadelta_step_cuda(param, grad, square_avg, acc_delta, layout, steps, hyper):
     """Adadelta over a flat arena (``torch.optim.adadelta._single_tensor_adadelta``); see
     the CPU twin ``_adadelta_step_cpu`` for the meaning of every argument."""
+    active = layout.active
+    tables = _tables(layout)
+    neg_lr, rho, omr, eps, wd, sign = hyper
     if active.size == 0:
         return
     t = _ctype(param.dtype)
     launch(_count_steps_kernel, active.size, active, steps)
     launch(_adadelta_elements_kernel, param.size, param, grad, square_avg, acc_delta,
-           blk_start, blk_end, blk_seg, active, t(neg_lr), t(rho), t(omr), t(eps), t(wd), t(sign))
+           tables, (t(neg_lr), t(rho), t(omr), t(eps), t(wd), t(sign)))

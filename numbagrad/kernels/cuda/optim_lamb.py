@@ -35,10 +35,14 @@ Design
 import math
 
 from numba import cuda, float64
+from numba import types as nbtypes
 
 from ._launch import MAX_BLOCKS, SIM, cuda_kernel, dev, device_fn, launch, widen
-from .optim import (_BOOL, _F32, _F64, _I64, _TABLES, _U8, _bias_corrections, _bump, _count_steps_kernel, _ct,
-                    _ctype, _moments, _segment_of)
+from .optim import (_BOOL, _F32, _F64, _I64, _TABLES_T, _U8, _bias_corrections, _bump, _count_steps_kernel, _ct, _ctype,
+                    _moments, _segment_of, _tables)
+
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = ("lamb_step", "lion_step")
 
 __all__ = ["_lamb_step_cuda", "_lion_step_cuda"]
 
@@ -83,9 +87,10 @@ def _tree_sum2(sh_a, sh_b, tid, a, b):
     return ra, rb
 
 
-@cuda_kernel(lambda T: (T[::1],) * 5 + _TABLES + (T[::1], _F64[::1]) + (_ct(T),) * 8 + (_BOOL, _BOOL))
-def _lamb_blocks_kernel(param, grad, exp_avg, exp_avg_sq, update, blk_start, blk_end, blk_seg, active, seg_scal,
-                        blk_part, omb1, omw, b2, omb2, eps, wd, sign, neg_lr, adapt, lerp_small):
+@cuda_kernel(lambda T: (T[::1],) * 5 + (_TABLES_T, T[::1], _F64[::1], nbtypes.Tuple((_ct(T),) * 8 + (_BOOL, _BOOL))))
+def _lamb_blocks_kernel(param, grad, exp_avg, exp_avg_sq, update, tables, seg_scal, blk_part, hyper):
+    blk_start, blk_end, blk_seg, active = tables
+    omb1, omw, b2, omb2, eps, wd, sign, neg_lr, adapt, lerp_small = hyper
     sh_p = cuda.shared.array(BLOCK_TPB, float64)
     sh_r = cuda.shared.array(BLOCK_TPB, float64)
     ct = type(omb1)
@@ -159,12 +164,12 @@ def _lamb_trust_kernel(blk_seg, active, seg_scal, blk_part, lr, clamp):
         s += cuda.gridsize(1)
 
 
-@cuda_kernel(lambda T: (T[::1],) * 2 + _TABLES + (T[::1],))
-def _lamb_apply_kernel(param, update, blk_start, blk_end, blk_seg, active, seg_scal):
+@cuda_kernel(lambda T: (T[::1],) * 2 + (_TABLES_T,) + (T[::1],))
+def _lamb_apply_kernel(param, update, tables, seg_scal):
     n = param.size
     e = cuda.grid(1)
     while e < n:
-        s = _segment_of(blk_start, blk_end, blk_seg, active, e)
+        s = _segment_of(tables, e)
         if s >= 0:
             u = widen(update[e])
             ct = type(u)
@@ -172,12 +177,12 @@ def _lamb_apply_kernel(param, update, blk_start, blk_end, blk_seg, active, seg_s
         e += cuda.gridsize(1)
 
 
-def _lamb_step_cuda(param, grad, exp_avg, exp_avg_sq, update,
-                    blk_start, blk_end, blk_seg, active, gsrc, steps, seg_scal, blk_part,
-                    lr, beta1, beta2, omb1, omw, b2, omb2, eps, wd, sign, clamp,
-                    bias_correction, adapt, lerp_small):
+def _lamb_step_cuda(param, grad, exp_avg, exp_avg_sq, update, layout, steps, seg_scal, blk_part, hyper):
     """LAMB over a flat arena (You et al. 2019); see the CPU twin ``_lamb_step_cpu`` for
     the meaning of every argument and the module docstring for the four launches."""
+    blk_start, blk_seg, active = layout.blk_start, layout.blk_seg, layout.active
+    tables = _tables(layout)
+    lr, beta1, beta2, omb1, omw, b2, omb2, eps, wd, sign, clamp, bias_correction, adapt, lerp_small = hyper
     if active.size == 0:
         return
     t = _ctype(param.dtype)
@@ -188,22 +193,22 @@ def _lamb_step_cuda(param, grad, exp_avg, exp_avg_sq, update,
     if nblk == 0:
         return
     _lamb_blocks_kernel[max(1, min(MAX_BLOCKS, nblk)), BLOCK_TPB](*[dev(a) for a in (
-        param, grad, exp_avg, exp_avg_sq, update, blk_start, blk_end, blk_seg, active, seg_scal, blk_part)],
-        t(omb1), t(omw), t(b2), t(omb2), t(eps), t(wd), t(sign), t(-lr), adapt, bool(lerp_small))
+        param, grad, exp_avg, exp_avg_sq, update)], tables, dev(seg_scal), dev(blk_part),
+        (t(omb1), t(omw), t(b2), t(omb2), t(eps), t(wd), t(sign), t(-lr), adapt, bool(lerp_small)))
     if adapt:
         launch(_lamb_trust_kernel, active.size, blk_seg, active, seg_scal, blk_part, float(lr), float(clamp))
-        launch(_lamb_apply_kernel, param.size, param, update, blk_start, blk_end, blk_seg, active, seg_scal)
+        launch(_lamb_apply_kernel, param.size, param, update, tables, seg_scal)
 
 
 # ---- Lion --------------------------------------------------------------------------------------
-@cuda_kernel(lambda T: (T[::1],) * 3 + _TABLES + (_ct(T),) * 7)
-def _lion_elements_kernel(param, grad, exp_avg, blk_start, blk_end, blk_seg, active,
-                          neg_lr, b1, omb1, b2, omb2, decay, sign):
+@cuda_kernel(lambda T: (T[::1],) * 3 + (_TABLES_T,) + (nbtypes.Tuple((_ct(T),) * 7),))
+def _lion_elements_kernel(param, grad, exp_avg, tables, hyper):
+    neg_lr, b1, omb1, b2, omb2, decay, sign = hyper
     ct = type(neg_lr)
     n = param.size
     e = cuda.grid(1)
     while e < n:
-        s = _segment_of(blk_start, blk_end, blk_seg, active, e)
+        s = _segment_of(tables, e)
         if s >= 0:
             g = ct(grad[e]) * sign
             m = ct(exp_avg[e])
@@ -221,12 +226,14 @@ def _lion_elements_kernel(param, grad, exp_avg, blk_start, blk_end, blk_seg, act
         e += cuda.gridsize(1)
 
 
-def _lion_step_cuda(param, grad, exp_avg, blk_start, blk_end, blk_seg, active, gsrc, steps,
-                    neg_lr, b1, omb1, b2, omb2, decay, sign):
+def _lion_step_cuda(param, grad, exp_avg, layout, steps, hyper):
     """Lion over a flat arena (Chen et al. 2023); see the CPU twin ``_lion_step_cpu``."""
+    active = layout.active
+    tables = _tables(layout)
+    neg_lr, b1, omb1, b2, omb2, decay, sign = hyper
     if active.size == 0:
         return
     t = _ctype(param.dtype)
     launch(_count_steps_kernel, active.size, active, steps)
-    launch(_lion_elements_kernel, param.size, param, grad, exp_avg, blk_start, blk_end, blk_seg, active,
-           t(neg_lr), t(b1), t(omb1), t(b2), t(omb2), t(decay), t(sign))
+    launch(_lion_elements_kernel, param.size, param, grad, exp_avg, tables,
+           (t(neg_lr), t(b1), t(omb1), t(b2), t(omb2), t(decay), t(sign)))

@@ -36,6 +36,9 @@ from ._launch import MAX_BLOCKS, ROW_TPB, cuda_kernel, dev, launch, widen
 from .clip import _block_reduce, _combine
 from .optim import _ct, _ctype, _find_block
 
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = ("lbfgs_gather", "lbfgs_axpy", "lbfgs_dot", "lbfgs_pair", "lbfgs_absstats", "lbfgs_direction")
+
 __all__ = ["_lbfgs_gather_cuda", "_lbfgs_axpy_cuda", "_lbfgs_dot_cuda", "_lbfgs_pair_cuda",
            "_lbfgs_absstats_cuda", "_lbfgs_direction_cuda"]
 
@@ -197,9 +200,10 @@ def _gather_kernel(grad, blk_start, blk_end, blk_seg, active, out):
         e += cuda.gridsize(1)
 
 
-def _lbfgs_gather_cuda(grad, blk_start, blk_end, blk_seg, active, gsrc, out):
-    """``out = grad`` on the blocks of active parameters, 0 on the others (``gsrc`` ignored:
-    CUDA buckets always hold their gradients in ``grad``)."""
+def _lbfgs_gather_cuda(grad, layout, out):
+    """``out = grad`` on the blocks of active parameters, 0 on the others (``layout``'s
+    ``gsrc`` ignored: CUDA buckets always hold their gradients in ``grad``)."""
+    blk_start, blk_end, blk_seg, active, _ = layout
     launch(_gather_kernel, out.size, grad, blk_start, blk_end, blk_seg, active, out)
 
 

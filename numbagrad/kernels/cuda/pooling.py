@@ -35,6 +35,13 @@ from numba import cuda, types as nbtypes
 
 from ._launch import cuda_kernel, device_fn, launch
 
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = (
+    "max_pool2d_fwd", "max_pool2d_bwd", "avg_pool2d_fwd", "avg_pool2d_bwd",
+    "adaptive_avg_pool2d_fwd", "adaptive_avg_pool2d_bwd", "adaptive_max_pool2d_fwd",
+    "adaptive_max_pool2d_bwd",
+)
+
 _I64 = nbtypes.int64
 _ACC32_IN = (nbtypes.float16, nbtypes.float32)
 _ACC64_IN = (nbtypes.float64,)

@@ -62,6 +62,9 @@ from numba.np.numpy_support import from_dtype
 
 from ._launch import ROW_TPB, SIM, cuda_kernel, device_fn, launch, launch_rows
 
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = ()
+
 # ---- element maps: (element, ident) -> accumulator value ---------------------------------------
 
 

@@ -34,6 +34,12 @@ from numba import cuda, types as nbtypes
 from .. import scalar as S
 from ._launch import cuda_kernel, dev, launch, widen
 
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = (
+    "lstm_cell_fwd", "lstm_cell_bwd", "gru_cell_fwd", "gru_cell_bwd", "rnn_cell_fwd",
+    "rnn_cell_bwd",
+)
+
 
 def _sig(*kinds):
     """PTX-check signature: ``"m"`` a 2-D array of ``T`` (any layout), ``"v"`` a 1-D

@@ -36,6 +36,9 @@ from numba import cuda, types as nbtypes
 from ._launch import widen as _wide_device
 from ._launch import ROW_TPB, cuda_kernel, dev, device_fn, launch_rows
 
+# the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
+ENTRY_POINTS = ("softmax_fwd", "log_softmax_fwd", "softmax_bwd", "log_softmax_bwd")
+
 
 @device_fn
 def _block_max_device(sm, t, v):
@@ -91,20 +94,26 @@ def _make_kernels(acc, acc_nb, in_types, suffix):
     zero = acc(0)
     one = acc(1)
 
+    @device_fn
+    def max_sumexp(sm, t, x, r, n):
+        """Row ``r``'s max ``m`` and ``sum(exp(x - m))`` over the block (every thread calls it)."""
+        m = neg_inf
+        for j in range(t, n, ROW_TPB):
+            v = _wide_device(x[r, j])
+            m = v if v > m else m
+        m = _block_max_device(sm, t, m)
+        s = zero
+        for j in range(t, n, ROW_TPB):
+            s += math.exp(_wide_device(x[r, j]) - m)
+        return m, _block_sum_device(sm, t, s)
+
     def softmax_fwd(x, out):
         sm = cuda.shared.array(ROW_TPB, acc_nb)
         t = cuda.threadIdx.x
         rows, n = x.shape
         for r in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
-            m = neg_inf
-            for j in range(t, n, ROW_TPB):
-                v = _wide_device(x[r, j])
-                m = v if v > m else m
-            m = _block_max_device(sm, t, m)
-            s = zero
-            for j in range(t, n, ROW_TPB):
-                s += math.exp(_wide_device(x[r, j]) - m)
-            inv = one / _block_sum_device(sm, t, s)
+            m, s = max_sumexp(sm, t, x, r, n)
+            inv = one / s
             for j in range(t, n, ROW_TPB):
                 out[r, j] = math.exp(_wide_device(x[r, j]) - m) * inv
 
@@ -113,15 +122,8 @@ def _make_kernels(acc, acc_nb, in_types, suffix):
         t = cuda.threadIdx.x
         rows, n = x.shape
         for r in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
-            m = neg_inf
-            for j in range(t, n, ROW_TPB):
-                v = _wide_device(x[r, j])
-                m = v if v > m else m
-            m = _block_max_device(sm, t, m)
-            s = zero
-            for j in range(t, n, ROW_TPB):
-                s += math.exp(_wide_device(x[r, j]) - m)
-            lse = math.log(_block_sum_device(sm, t, s))
+            m, s = max_sumexp(sm, t, x, r, n)
+            lse = math.log(s)
             for j in range(t, n, ROW_TPB):
                 out[r, j] = (_wide_device(x[r, j]) - m) - lse
 

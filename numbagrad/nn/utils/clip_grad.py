@@ -32,10 +32,11 @@ def _as_list(tensors):
 
 
 def _fusable(a, be):
-    """The kernels take C-contiguous float arrays (no float16 on the CPU)."""
+    """The kernels take C-contiguous float arrays of the backend's ``kernel_dtypes`` (no
+    float16 on the CPU)."""
     if not a.flags.c_contiguous or a.dtype.kind != "f":
         return False
-    return be.name != "cpu" or a.dtype == np.float32 or a.dtype == np.float64
+    return a.dtype in be.kernel_dtypes
 
 
 def _group(arrays):
@@ -106,7 +107,7 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     be0 = bes[type(arrays[0])]
     if len(results) == 1:
         be, dt, host, dev = results[0]
-        dt = np.float32 if dt == np.float16 and be.name == "cpu" else dt
+        dt = np.float32 if dt == np.float16 and dt not in be.kernel_dtypes else dt
         if dev is not None:
             total = be.astype(dev, dt).reshape(())
         else:
@@ -142,13 +143,13 @@ def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
         tot = tn.reshape(1)
         if type(tot) is not t:
             tot = be.asarray(backend_of(tot).to_numpy(tot))
-        if tot.dtype == np.float16 and be.name == "cpu":
+        if tot.dtype == np.float16 and tot.dtype not in be.kernel_dtypes:
             tot = tot.astype(np.float32)
         if fused:
             be.kernel("clip", "grad_scale")(arrs, tot, max_norm)
         else:
-            from ...kernels.cpu.clip import _clip_coef
-            c = _clip_coef(np.asarray(be.to_numpy(tot)), max_norm)
+            from ...kernels._clip_common import clip_coef
+            c = clip_coef(np.asarray(be.to_numpy(tot)), max_norm)
             if c != 1:
                 for a in arrs:
                     np.multiply(a, a.dtype.type(c), out=a)
