@@ -348,11 +348,14 @@ class Clamp(Function):
         (x,) = ctx.saved_tensors
         lo, hi = ctx.bounds
         be = backend_of(g)
-        mask = True
+        mask = None
         if lo is not None:
             mask = be.greater_equal(x, lo)
         if hi is not None:
-            mask = be.logical_and(mask, be.less_equal(x, hi))
+            below = be.less_equal(x, hi)
+            mask = below if mask is None else be.logical_and(mask, below)
+        if mask is None:  # no bound: the gradient passes everywhere
+            return g, None, None
         return be.where(mask, g, g.dtype.type(0)), None, None
 
 
