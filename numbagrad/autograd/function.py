@@ -467,6 +467,6 @@ def _wrap_plain(o):
     return t
 
 
-from ..tensor import Tensor, _Version, _as_array  # noqa: E402
+from ..tensor import Tensor, _Version  # noqa: E402
 from ..backend import backend_of  # noqa: E402
 from .._dtype import bfloat16 as _BF16, float32 as _F32, is_float as _is_float  # noqa: E402

@@ -12,7 +12,6 @@ Rule for what runs where (see ARCHITECTURE.md, "What runs where"):
   scatter-add, gather, dropout, fused optimizer updates, ...) -> @njit kernels, found by
   :meth:`CPUBackend.kernel` under ``numbagrad/kernels/cpu/<family>.py``.
 """
-import contextlib
 import importlib
 
 import numpy as np

@@ -66,10 +66,8 @@ import struct
 import zlib
 
 import numpy as np
-from numba import njit
 
 from .. import __version__, _dtype
-from ..backend import config
 from ..tensor import Tensor
 from ._atomic import atomic_path
 from .errors import CheckpointError

@@ -2,7 +2,6 @@
 import numpy as np
 
 from .. import _dtype
-from ..backend import backend_of
 from ..backend.dispatch import _BY_ARRAY_TYPE
 from ..tensor import Tensor
 

@@ -25,7 +25,7 @@ import numpy as np
 from ..autograd.function import Function, keep_versions
 from ..autograd.grad_mode import _state
 from ..backend import backend_of
-from ..tensor import Tensor, _Version
+from ..tensor import Tensor
 from ._check import check_index, out_of_range
 from ._util import as_tensor_arg, wrap_dim
 

@@ -17,7 +17,6 @@ float16 convention: kernels read half elements, compute in float32 (``float32(x[
 and store back (the store narrows), so half kernels accumulate in float32 and never
 call a CPU-only scalar helper with a half value.
 """
-import math
 import os
 
 import numpy as np
