@@ -43,9 +43,16 @@ Layout (format ``numbagrad.checkpoint``, version 1; readable with plain h5py)
   ``map_location``; editing its ``device`` in ``ng_items`` means recomputing
   ``ng_crc32``.
 
-Reading and writing go around HDF5's per-object costs where they were most of the time:
-attributes through low-level ``h5a`` calls, datasets created with ``h5d.create``, chunks
-written with ``write_direct_chunk`` and their fletcher32 computed by a numba kernel; from
+Writing: the walk over the object (:class:`_Walk`: kinds, ``ng_items``, ``ng_crc32``) is
+one; the file calls are :class:`._h5write.FastWriter`'s, which builds the file's bytes
+itself (~1 ms for the digits job's run state, where h5py's ~60 us an object took 10 ms),
+or, for what it does not write (compression, a dataset of more than one chunk, a complex
+value, an empty byte string, an attribute of 64 KB or more), h5py's (:class:`_Writer`).
+The two files are the same tree to any HDF5 reader (tests/io/test_h5write.py); the built
+one keeps every attribute in its checksummed object header. h5py's writer goes around
+HDF5's per-object costs where it can: attributes through low-level ``h5a`` calls,
+datasets created with ``h5d.create``, chunks written with ``write_direct_chunk`` and their
+fletcher32 computed by a numba kernel. Reading: from
 a path, chunks are read at their file offsets (``get_chunk_info``) with ``pread`` from a
 numba kernel (``_chunks.py``) straight into the result, big ones on a worker thread while
 the groups are walked, each checksum verified before ``load`` returns (see
@@ -302,27 +309,43 @@ def _chunk_plan(shape, itemsize, rows):
     return rows * row, -(-shape[0] // rows)
 
 
-def _rows_per_chunk(shape, itemsize):
-    """Rows per chunk: whole rows, at most ``CHUNK_BYTES`` a chunk, the rows spread evenly
+def _rows_per_chunk(shape, itemsize, chunk_bytes):
+    """Rows per chunk: whole rows, at most ``chunk_bytes`` (``CHUNK_BYTES``) a chunk, the rows spread evenly
     over the chunks (HDF5 stores an edge chunk full size: 50257 rows of 3 KB in 64 MiB
     chunks were 3 chunks of 21845 rows, the last one 70% padding; now 16753 rows each)."""
     row = itemsize
     for d in shape[1:]:
         row *= d
-    most = max(1, min(shape[0], CHUNK_BYTES // max(1, row)))
+    most = max(1, min(shape[0], chunk_bytes // max(1, row)))
     n = -(-shape[0] // most)
     return -(-shape[0] // n)
 
 
-class _Writer:
-    def __init__(self, compression, checksum):
-        self.compression = compression
-        self.checksum = checksum
-        self._scratch = np.empty(0, np.uint8)
-        self._dcpls = {}  # dataset creation property lists by chunk shape
-        h5py = _h5()
-        self._lcpl = h5py.h5p.create(h5py.h5p.LINK_CREATE)
-        self._lcpl.set_char_encoding(h5py.h5t.CSET_UTF8)
+class _Walk:
+    """The walk ``save`` makes over the object: containers, items and their kinds,
+    ``ng_items`` and ``ng_crc32``. The file calls are the writer's (``out``): :class:`_Writer`
+    (h5py) or :class:`._h5write.FastWriter` (the file's bytes built directly). Each has
+    ``root()``, ``group(parent, name)``, ``dataset(parent, name, array, chunk_bytes)``,
+    ``put_str(obj, name, s)``, ``put_value(obj, name, v)`` and ``close(parent, name, obj)``
+    (after the object's own attributes)."""
+
+    def __init__(self, out):
+        self.out = out
+
+    def write(self, obj):
+        out = self.out
+        root = out.root()
+        out.put_str(root, "format", FORMAT)
+        out.put_value(root, "format_version", np.int64(FORMAT_VERSION))
+        out.put_str(root, "numbagrad_version", __version__)
+        if type(obj) in (dict, collections.OrderedDict, list, tuple):
+            self.container(root, obj, root=True)
+        else:
+            out.put_str(root, "ng_type", "single")
+            kind, meta = self.item(root, "0", obj)
+            self.finish(root, "single", [[0, kind, "0"] if meta is None else [0, kind, "0", meta]],
+                        [_digest(kind, obj)])
+        return root
 
     def container(self, g, obj, root=False):
         if isinstance(obj, dict):
@@ -333,7 +356,7 @@ class _Writer:
             t = "list" if isinstance(obj, list) else "tuple"
             pairs = list(enumerate(obj))
             names = [str(i) for i in range(len(pairs))]
-        _put_str(g.id, "ng_type", t)
+        self.out.put_str(g, "ng_type", t)
         items, digests = [], []
         for (k, v), name in zip(pairs, names):
             kind, meta = self.item(g, name, v)
@@ -341,18 +364,20 @@ class _Writer:
             digests.append(_digest(kind, v))
         self.finish(g, t, items, digests)
 
-    @staticmethod
-    def finish(g, t, items, digests):
+    def finish(self, g, t, items, digests):
         """Write a container's ``ng_items`` and ``ng_crc32`` (after its items)."""
         text = json.dumps(items)
-        _put_str(g.id, "ng_items", text)
-        _put_value(g.id, "ng_crc32", np.int64(_group_crc(t, text, digests)))
+        self.out.put_str(g, "ng_items", text)
+        self.out.put_value(g, "ng_crc32", np.int64(_group_crc(t, text, digests)))
 
     def item(self, g, name, v):
         """Write ``v`` as the item ``name`` of the group ``g``; ``(kind, meta)``, ``meta``
         the dict of an array item's 4th ``ng_items`` element, else None."""
+        out = self.out
         if isinstance(v, (dict, list, tuple)):
-            self.container(g.create_group(name, track_order=True), v)
+            sub = out.group(g, name)
+            self.container(sub, v)
+            out.close(g, name, sub)
             return "group", None
         if isinstance(v, Tensor):
             kind = "parameter" if _is_parameter(v) else "tensor"
@@ -365,46 +390,84 @@ class _Writer:
         elif isinstance(v, np.ndarray):
             kind, arr, meta = "ndarray", v, {}
         else:
-            return self.scalar(g.id, name, v), None
+            return self.scalar(g, name, v), None
         if arr.dtype == _dtype.bfloat16:  # HDF5 has no bfloat16: its bits as uint16, tagged in ng_items
             arr = arr.view(np.uint16)
             meta["dtype"] = "bfloat16"
-        _put_str(self.dataset(g, name, arr), "ng_type", kind)  # for plain h5py readers; load reads ng_items
+        ds = out.dataset(g, name, np.ascontiguousarray(arr.reshape(1) if arr.ndim == 0 else arr), CHUNK_BYTES)
+        out.put_str(ds, "ng_type", kind)  # for plain h5py readers; load reads ng_items
+        out.close(g, name, ds)
         if arr.ndim == 0:
             meta["0d"] = True
         return kind, meta
 
-    @staticmethod
-    def scalar(gid, name, v):
+    def scalar(self, g, name, v):
+        out = self.out
         if v is None:
             return "none"
         if isinstance(v, int) and not isinstance(v, bool) and not _INT64[0] <= v <= _INT64[1]:
-            _put_str(gid, name, str(v))
+            out.put_str(g, name, str(v))
             return "bigint"
         for typ, kind, conv in _SCALARS:
             if isinstance(v, typ):
-                _put_value(gid, name, conv(v))
+                out.put_value(g, name, conv(v))
                 return kind
         if isinstance(v, str):
             if v.endswith("\x00"):  # a fixed-length string would lose it: the UTF-8 bytes
-                _put_value(gid, name, np.frombuffer(v.encode("utf-8"), np.uint8))
+                out.put_value(g, name, np.frombuffer(v.encode("utf-8"), np.uint8))
             else:
-                _put_str(gid, name, v)
+                out.put_str(g, name, v)
             return "str"
-        _put_value(gid, name, np.frombuffer(bytes(v), np.uint8) if len(v) else np.zeros(0, np.uint8))
+        out.put_value(g, name, np.frombuffer(bytes(v), np.uint8) if len(v) else np.zeros(0, np.uint8))
         return "bytes"
 
-    def dataset(self, g, name, arr):
-        """Write ``arr`` as the dataset ``name`` of ``g`` (a 0-d array with shape ``(1,)``),
-        returning its low-level ``DatasetID``. The common case (no compression, native byte order) is
-        created with low-level ``h5d`` calls (~20 us, where ``create_dataset`` took ~75)
-        and written with :meth:`write_chunks`."""
+
+class _Writer:
+    """The h5py writer of :class:`_Walk`: every file (any compression, many-chunk datasets,
+    complex values, long attributes) can be written this way; ``save`` uses it where
+    :class:`._h5write.FastWriter` raises ``Unsupported``. Groups are h5py groups,
+    datasets their ``DatasetID`` wrapped in :class:`_Parent`."""
+
+    def __init__(self, h5file, compression, checksum):
+        self.file = h5file
+        self.compression = compression
+        self.checksum = checksum
+        self._scratch = np.empty(0, np.uint8)
+        self._dcpls = {}  # dataset creation property lists by chunk shape
         h5py = _h5()
-        a = np.ascontiguousarray(arr.reshape(1) if arr.ndim == 0 else arr)
+        self._lcpl = h5py.h5p.create(h5py.h5p.LINK_CREATE)
+        self._lcpl.set_char_encoding(h5py.h5t.CSET_UTF8)
+
+    def root(self):
+        return self.file["/"]
+
+    @staticmethod
+    def group(parent, name):
+        return parent.create_group(name, track_order=True)
+
+    @staticmethod
+    def close(parent, name, obj):
+        pass
+
+    @staticmethod
+    def put_str(obj, name, s):
+        _put_str(obj.id, name, s)
+
+    @staticmethod
+    def put_value(obj, name, v):
+        _put_value(obj.id, name, v)
+
+    def dataset(self, g, name, a, chunk_bytes):
+        """Write the C-contiguous ``a`` (a 0-d array already as ``(1,)``) as the dataset
+        ``name`` of ``g``, returning its low-level ``DatasetID`` (in a :class:`_Parent`).
+        The common case (no compression, native byte order) is created with low-level
+        ``h5d`` calls (~20 us, where ``create_dataset`` took ~75) and written with
+        :meth:`write_chunks`."""
+        h5py = _h5()
         if a.size == 0:
             dsid = g.create_dataset(name, shape=a.shape, dtype=a.dtype).id
         else:
-            rows = _rows_per_chunk(a.shape, a.itemsize)
+            rows = _rows_per_chunk(a.shape, a.itemsize, chunk_bytes)
             chunks = (rows,) + a.shape[1:]
             if self.compression is None and a.dtype.isnative:
                 dcpl = self._dcpls.get(chunks)
@@ -422,7 +485,7 @@ class _Writer:
                                       fletcher32=self.checksum, compression=self.compression)
                 ds.write_direct(a)
                 dsid = ds.id
-        return dsid
+        return _Parent(dsid)
 
     def write_chunks(self, dsid, a, rows):
         """Write ``a`` chunk by chunk past HDF5's filter pipeline (``write_direct_chunk`` on
@@ -455,19 +518,20 @@ def _h5():
     return h5py
 
 
-def _write_file(h5file, obj, compression, checksum):
-    root = h5file["/"]
-    _put_str(root.id, "format", FORMAT)
-    _put_value(root.id, "format_version", np.int64(FORMAT_VERSION))
-    _put_str(root.id, "numbagrad_version", __version__)
-    w = _Writer(compression, checksum)
-    if type(obj) in (dict, collections.OrderedDict, list, tuple):
-        w.container(root, obj, root=True)
-    else:
-        _put_str(root.id, "ng_type", "single")
-        kind, meta = w.item(root, "0", obj)
-        w.finish(root, "single", [[0, kind, "0"] if meta is None else [0, kind, "0", meta]],
-                 [_digest(kind, obj)])
+def _write_h5py(h5file, obj, compression, checksum):
+    _Walk(_Writer(h5file, compression, checksum)).write(obj)
+
+
+def _built(obj, checksum):
+    """The file's bytes built by :class:`._h5write.FastWriter`, or None where it cannot
+    write ``obj`` (see ``_h5write.Unsupported``)."""
+    from . import _h5write
+    out = _h5write.FastWriter(checksum)
+    try:
+        out.finish(_Walk(out).write(obj))
+    except _h5write.Unsupported:
+        return None
+    return out
 
 
 def save(obj, f, pickle_module=None, pickle_protocol=None, *, compression=None, checksum=True,
@@ -487,16 +551,26 @@ def save(obj, f, pickle_module=None, pickle_protocol=None, *, compression=None, 
     if pickle_module is not None:
         raise TypeError("numbagrad.save: pickle_module is not used: checkpoints are HDF5 and never pickled")
     _check(obj, (), set())
-    h5py = _h5()
+    if not (isinstance(f, (str, bytes, os.PathLike)) or (hasattr(f, "write") and hasattr(f, "seek"))):
+        raise TypeError(f"numbagrad.save: f must be a path or a binary file object, got {type(f).__name__}")
+    built = _built(obj, checksum) if compression is None else None
     if isinstance(f, (str, bytes, os.PathLike)):
         with atomic_path(os.fsdecode(f)) as tmp:
-            with h5py.File(tmp, "w", libver="latest", track_order=True) as h:
-                _write_file(h, obj, compression, checksum)
+            if built is not None:
+                with open(tmp, "wb") as fh:
+                    built.write_to(fh)
+            else:
+                with _h5().File(tmp, "w", libver="latest", track_order=True) as h:
+                    _write_h5py(h, obj, compression, checksum)
         return
-    if not (hasattr(f, "write") and hasattr(f, "seek")):
-        raise TypeError(f"numbagrad.save: f must be a path or a binary file object, got {type(f).__name__}")
-    with h5py.File(f, "w", libver="latest", track_order=True) as h:
-        _write_file(h, obj, compression, checksum)
+    if built is not None:
+        f.seek(0)
+        built.write_to(f)
+        if hasattr(f, "truncate"):
+            f.truncate()
+        return
+    with _h5().File(f, "w", libver="latest", track_order=True) as h:
+        _write_h5py(h, obj, compression, checksum)
 
 
 # ---- loading ---------------------------------------------------------------------------------
