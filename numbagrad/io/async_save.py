@@ -1,45 +1,48 @@
-"""Checkpoints written by a background process, so a training loop does not wait for them.
+"""Checkpoints written in the background, so a training loop does not wait for them.
 
 ``AsyncSaver.save(obj, path)`` checks ``obj`` (the same ``TypeError`` as
 :func:`numbagrad.save`, at the call), copies its tensors and arrays (:func:`_format.snapshot`:
-later optimizer steps cannot reach the copy), hands the copy to a feeder thread and
-returns a :class:`concurrent.futures.Future` at once. The feeder sends each copy, in
-call order, through a pipe to one saver process, which writes it with
-:func:`numbagrad.save` (temporary file, fsync, rename: a crash at any moment leaves the
-previous file intact) and answers; the future then holds ``None`` or the save's exception.
+later optimizer steps cannot reach the copy), hands the copy to a saver thread and
+returns a :class:`concurrent.futures.Future` at once. The saver writes each copy, in call
+order, with :func:`numbagrad.save` (temporary file, fsync, rename: a crash at any moment
+leaves the previous file intact); the future then holds ``None`` or the save's exception.
 PyTorch's analogue is ``torch.distributed.checkpoint.async_save``, which also returns a
-future.
+future and also writes from a thread by default.
 
-Why a process and not a thread: h5py holds the GIL through its calls, and a small
-training step is mostly Python, so a saving thread would take the GIL from the loop for
-as long as a synchronous save takes. The saver process is a fresh interpreter
+A thread (the default) or a process (``process=True``). ``save`` builds the file's bytes
+itself (``_h5write.py``): the walk over the state holds the GIL (~1 ms for the digits
+job's run state), while the checksums (a ``nogil`` numba kernel), the writes and the fsync
+release it, so a thread costs the loop about a millisecond a save and nothing to start.
+Where the file goes through h5py (compression, a tensor over 64 MiB, complex values,
+long attributes), h5py holds the GIL through its calls, as long as a synchronous save
+takes: use ``process=True`` then. The saver process is a fresh interpreter
 (``subprocess``, ``python -c``, talking over a socket pair with
 ``multiprocessing.connection``), started when the ``AsyncSaver`` is made: not ``fork``
 (unsafe once numba's thread pool has run) and not multiprocessing's ``spawn``, which
 re-runs the caller's main script in the child (a script without an
 ``if __name__ == "__main__":`` guard would start training there). It imports numbagrad
-and writes one small checkpoint to memory (h5py and numba's first dispatch load there),
-about 1.3 s of CPU on a 2-core machine, so make the saver before the data and the model,
-and its start-up overlaps theirs. It runs at nice +10: on a machine whose cores are all
-busy, the training process wins them. Saves asked for before it is up wait in the queue;
-the loop does not.
+and writes one small checkpoint to memory (numba's first dispatch loads there), about
+1.2 s of CPU, so make the saver before the data and the model, and its start-up
+overlaps theirs. The saver, thread or process, runs at nice +10 (a thread's own priority
+on Linux): on a machine whose cores are all busy, the training wins them. Saves asked for
+before it is up wait in the queue; the loop does not.
 
 What the caller pays: the check and the copy (a memcpy of the state) plus a queue put;
-the feeder's pickling and socket writes run on another thread, mostly outside the GIL. A
-save of a path that is still queued behind another save (not yet sent to the process)
+with a process, the pickling and socket writes run on a feeder thread, mostly outside
+the GIL. A save of a path that is still queued behind another save (not yet started)
 replaces the queued one: the file goes straight to the newer state, and both futures
 complete when it is written. So saving ``last.ckpt`` every epoch never queues more than
-one copy, even while the saver process is starting. At most ``max_pending`` saves of
-different paths are queued or being written; one more blocks until the oldest is
-written, so a slow disk bounds memory instead of growing the queue.
+one copy. At most ``max_pending`` saves of different paths are queued or being written;
+one more blocks until the oldest is written, so a slow disk bounds memory instead of
+growing the queue.
 
 ``wait()`` returns when every save asked for is written (and raises the first failure
-nobody has seen through its future); ``close()`` waits and stops the process, and runs at
+nobody has seen through its future); ``close()`` waits and stops the saver, and runs at
 interpreter exit for every saver still open, so the last checkpoint of a script is
-written before it exits. If the main process is killed, the saver finishes the save it
-is writing and exits (its pipe closes); queued saves are lost, the file on disk stays the
-last complete one. If the saver process dies, every pending and later save fails with a
-``RuntimeError`` naming its exit code.
+written before it exits. If the main process is killed, a saver process finishes the save
+it is writing and exits (its pipe closes), a saver thread dies with it; queued saves are
+lost, the file on disk stays the last complete one. If the saver process dies, every
+pending and later save fails with a ``RuntimeError`` naming its exit code.
 
 :func:`async_save` uses one shared saver, made on first use.
 """
@@ -86,7 +89,6 @@ def _serve(fd):
     """The saver process, on the socket ``fd``: write each ``(path, snapshot,
     compression, checksum)`` it receives with ``numbagrad.save`` and answer ``(ok,
     exception)``; return at ``None`` or when the socket closes."""
-    from numbagrad.io._format import save
     _settle()
     conn = Connection(fd)
     while True:
@@ -96,33 +98,43 @@ def _serve(fd):
             return
         if msg is None:
             return
-        path, snap, compression, checksum = msg
+        ok, err = _write(msg)
         try:
-            save(snap, path, compression=compression, checksum=checksum)
-            answer = (True, None)
-        except Exception as e:  # noqa: BLE001 - handed back to the caller's future
-            answer = (False, _portable(e))
-        try:
-            conn.send(answer)
+            conn.send((ok, _portable(err) if err is not None else None))
         except (EOFError, OSError):
             return
 
 
-def _settle():
-    """Ready the saver process before the first save arrives: lower its priority (nice +10,
-    so on a full machine the training process wins the cores) and write a small checkpoint
-    to memory once. That first save loads h5py and numba's first-dispatch machinery
-    (about 0.5 s of CPU on a 2-core machine); done here, it overlaps the caller's set-up
-    instead of the first epochs, where it made the digits job's first save finish 0.5 s
-    late and its final ``wait()`` block for it."""
+def _write(msg):
+    """Write one ``(path, snapshot, compression, checksum)``; ``(True, None)`` or
+    ``(False, the exception)``."""
+    path, snap, compression, checksum = msg
+    try:
+        _format.save(snap, path, compression=compression, checksum=checksum)
+        return True, None
+    except Exception as e:  # noqa: BLE001 - handed back to the caller's future
+        return False, e
+
+
+def _settle(thread=False):
+    """Ready the saver before the first save arrives: lower its priority (nice +10, so on
+    a full machine the training process wins the cores; a thread's own priority, on Linux
+    only, where each thread has one) and write a small checkpoint to memory once. That
+    first save loads numba's first-dispatch machinery and the writer's kernels (about
+    0.5 s of CPU in a fresh process); done here, it overlaps the caller's set-up instead
+    of the first epochs, where it made the digits job's first save finish 0.5 s late and
+    its final ``wait()`` block for it."""
     import io
     try:
-        os.nice(10)
+        if not thread:
+            os.nice(10)
+        elif sys.platform.startswith("linux"):
+            tid = threading.get_native_id()
+            os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + 10))
     except (AttributeError, OSError):  # no nice() on this platform, or not allowed
         pass
-    from numbagrad.io._format import save
     import numpy as np
-    save({"w": np.zeros(4, np.float32)}, io.BytesIO())
+    _format.save({"w": np.zeros(4, np.float32)}, io.BytesIO())
 
 
 def _portable(e):
@@ -154,24 +166,28 @@ def _close_all():
 
 
 class AsyncSaver:
-    """Write checkpoints in a background process (module docstring).
+    """Write checkpoints in a background thread, or process (module docstring).
 
     ``max_pending``: saves queued or being written before ``save`` blocks (default 2).
+    ``process``: write from a saver process instead of a thread (for checkpoints that go
+    through h5py, which holds the GIL: compression, tensors over 64 MiB, complex values).
     Use as a context manager, or call :meth:`close`.
     """
 
-    def __init__(self, max_pending=2):
+    def __init__(self, max_pending=2, *, process=False):
         if isinstance(max_pending, bool) or not isinstance(max_pending, int) or max_pending < 1:
             raise ValueError(f"AsyncSaver: max_pending must be a positive int, got {max_pending!r}")
-        mine, theirs = socket.socketpair()
-        # the child finds numbagrad where this process did
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-        try:
-            self._proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(theirs.fileno())],
-                                          pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env)
-        finally:
-            theirs.close()
-        self._conn = Connection(mine.detach())
+        self._proc = self._conn = None
+        if process:
+            mine, theirs = socket.socketpair()
+            # the child finds numbagrad where this process did
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+            try:
+                self._proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(theirs.fileno())],
+                                              pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env)
+            finally:
+                theirs.close()
+            self._conn = Connection(mine.detach())
         self._slots = threading.Semaphore(max_pending)
         self._jobs = queue.Queue()
         self._lock = threading.Lock()
@@ -179,14 +195,19 @@ class AsyncSaver:
         self._queued = {}       # path -> [futures, message] of the save of that path not sent yet
         self._broken = None     # the error every later save gets once the process died
         self._closed = False
-        self._thread = threading.Thread(target=self._feed, name="numbagrad-saver-feed", daemon=True)
+        self._thread = threading.Thread(target=self._feed, name="numbagrad-saver", daemon=True)
         self._thread.start()
         _LIVE.add(self)
 
     @property
     def pid(self):
-        """The saver process's pid."""
-        return self._proc.pid
+        """The saver process's pid (``process=True``), None for a saver thread."""
+        return None if self._proc is None else self._proc.pid
+
+    @property
+    def native_id(self):
+        """The saver thread's native id (a saver process's feeder thread's)."""
+        return self._thread.native_id
 
     def save(self, obj, f, *, compression=None, checksum=True):
         """Queue a save of ``obj`` to the path ``f`` (see :func:`numbagrad.save` for what
@@ -196,7 +217,7 @@ class AsyncSaver:
         if self._closed:
             raise RuntimeError("AsyncSaver.save: the saver is closed")
         if not isinstance(f, (str, bytes, os.PathLike)):
-            raise TypeError(f"AsyncSaver.save: f must be a path (a background process writes the file), got "
+            raise TypeError(f"AsyncSaver.save: f must be a path (the saver writes the file in the background), got "
                             f"{type(f).__name__}")
         if compression not in _format._COMPRESSIONS:
             raise ValueError(f"AsyncSaver.save: compression must be one of {_format._COMPRESSIONS}, "
@@ -231,6 +252,11 @@ class AsyncSaver:
         return fut
 
     def _feed(self):
+        if self._conn is None:
+            try:
+                _settle(thread=True)
+            except Exception:  # noqa: BLE001 - a warm-up only: the first save says what is wrong
+                pass
         while True:
             job = self._jobs.get()
             if job is None:
@@ -239,7 +265,9 @@ class AsyncSaver:
                 futs, msg = job
                 del self._queued[msg[0]]
             try:
-                if self._broken is None:
+                if self._conn is None:
+                    ok, err = _write(msg)
+                elif self._broken is None:
                     try:
                         _send(self._conn, msg)
                         ok, err = self._conn.recv()
@@ -284,6 +312,8 @@ class AsyncSaver:
         _LIVE.discard(self)
         self._jobs.put(None)
         self._thread.join()
+        if self._conn is None:
+            return
         try:
             _send(self._conn, None)
         except (EOFError, OSError):
