@@ -89,7 +89,8 @@ def _serve(fd):
     """The saver process, on the socket ``fd``: write each ``(path, snapshot,
     compression, checksum)`` it receives with ``numbagrad.save`` and answer ``(ok,
     exception)``; return at ``None`` or when the socket closes."""
-    _settle()
+    _lower_priority()
+    _warm_up()
     conn = Connection(fd)
     while True:
         try:
@@ -116,15 +117,10 @@ def _write(msg):
         return False, e
 
 
-def _settle(thread=False):
-    """Ready the saver before the first save arrives: lower its priority (nice +10, so on
-    a full machine the training process wins the cores; a thread's own priority, on Linux
-    only, where each thread has one) and write a small checkpoint to memory once. That
-    first save loads numba's first-dispatch machinery and the writer's kernels (about
-    0.5 s of CPU in a fresh process); done here, it overlaps the caller's set-up instead
-    of the first epochs, where it made the digits job's first save finish 0.5 s late and
-    its final ``wait()`` block for it."""
-    import io
+def _lower_priority(thread=False):
+    """Nice +10 for the saver, so on a full machine the training wins the cores: the
+    process's, or the calling thread's own priority (Linux only, where each thread has
+    one)."""
     try:
         if not thread:
             os.nice(10)
@@ -133,6 +129,17 @@ def _settle(thread=False):
             os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + 10))
     except (AttributeError, OSError):  # no nice() on this platform, or not allowed
         pass
+
+
+def _warm_up():
+    """Write a small checkpoint to memory once: the writer's kernels load from numba's cache
+    (in a fresh process, numba's first-dispatch machinery too: about 0.5 s of CPU). In
+    the saver process this overlaps the caller's set-up instead of the first epochs, where
+    it made the digits job's first save finish 0.5 s late and its final ``wait()`` block
+    for it. A saver thread's is done in the caller's thread when the saver is made (about
+    10 ms): done by the thread, it held numba's compiler lock while it waited for the GIL,
+    and the caller's own first kernel loads queued behind it (the digits job lost 0.2 s)."""
+    import io
     import numpy as np
     _format.save({"w": np.zeros(4, np.float32)}, io.BytesIO())
 
@@ -188,6 +195,8 @@ class AsyncSaver:
             finally:
                 theirs.close()
             self._conn = Connection(mine.detach())
+        else:
+            _warm_up()
         self._slots = threading.Semaphore(max_pending)
         self._jobs = queue.Queue()
         self._lock = threading.Lock()
@@ -253,10 +262,7 @@ class AsyncSaver:
 
     def _feed(self):
         if self._conn is None:
-            try:
-                _settle(thread=True)
-            except Exception:  # noqa: BLE001 - a warm-up only: the first save says what is wrong
-                pass
+            _lower_priority(thread=True)
         while True:
             job = self._jobs.get()
             if job is None:

@@ -71,6 +71,15 @@ def nogil_jit(fn=None, *, error_model="numpy"):
     return deco if fn is None else deco(fn)
 
 
+def gil_copy(dispatcher, suffix):
+    """A build of a ``nogil_jit`` dispatcher's Python function that keeps the GIL (a renamed
+    copy: its own cache entry), for many short calls from a background thread: releasing
+    and taking back the GIL at every call hands it to the other threads each time, and
+    with a busy thread beside it each take waits a switch interval (5 ms)."""
+    opts = dispatcher.targetoptions
+    return njit(cache=config.CACHE, error_model=opts.get("error_model", "numpy"))(_renamed(dispatcher.py_func, suffix))
+
+
 def serial_copy(dispatcher, suffix):
     """A serial build of a parallel dispatcher's Python function with its flags (a renamed
     copy: its own cache entry)."""
