@@ -339,29 +339,7 @@ class Tensor:
     def type(self, dtype=None):
         return str(self.dtype) if dtype is None else self.to(dtype)
 
-    def float(self):
-        return self.to(_dtype.float32)
-
-    def double(self):
-        return self.to(_dtype.float64)
-
-    def half(self):
-        return self.to(_dtype.float16)
-
-    def bfloat16(self):
-        return self.to(_dtype.bfloat16)
-
-    def long(self):
-        return self.to(_dtype.int64)
-
-    def int(self):
-        return self.to(_dtype.int32)
-
-    def bool(self):
-        return self.to(_dtype.bool_)
-
-    def cpu(self):
-        return self.to("cpu")
+    # float, double, half, bfloat16, long, int, bool, cpu: _TO_SHORTHANDS below
 
     def cuda(self, device=None):
         return self.to("cuda" if device is None else f"cuda:{_device(device).index if isinstance(device, (str, _device)) else device}")
@@ -379,14 +357,8 @@ class Tensor:
 
     def detach(self):
         """A new leaf tensor sharing this tensor's data (and version counter), out of the graph."""
-        t = Tensor.__new__(Tensor)
-        t.array = self.array
-        t.requires_grad = False
-        t.grad = None
-        t.grad_fn = None
-        t._out_idx = 0
+        t = Tensor._from_array(self.array)
         t._version = self._version
-        t._hooks = None
         t._base = self
         return t
 
@@ -534,7 +506,9 @@ class Tensor:
 
     @staticmethod
     def _from_array(arr, requires_grad=False):
-        """Wrap a backend array without copying (internal fast path)."""
+        """Wrap a backend array without copying (internal fast path). The slots are set
+        inline here, in ``__init__`` and in ``autograd.function``'s output wrappers: one helper
+        call more per op output costs 1-3% of a small op (``perf/test_bench_tiny_op.py``)."""
         t = Tensor.__new__(Tensor)
         t.array = arr
         t.requires_grad = requires_grad
@@ -545,6 +519,45 @@ class Tensor:
         t._hooks = None
         t._base = None
         return t
+
+
+# The conversion shorthands, each ``self.to(target)``: Tensor has all of them; nn.Module
+# installs the floating ones and ``cpu`` with the same function.
+_TO_SHORTHANDS = {"float": _dtype.float32, "double": _dtype.float64, "half": _dtype.float16,
+                  "bfloat16": _dtype.bfloat16, "long": _dtype.int64, "int": _dtype.int32, "bool": _dtype.bool_,
+                  "cpu": "cpu"}
+
+
+def _install_to_shorthands(cls, names):
+    """Give ``cls`` the methods ``names`` (keys of ``_TO_SHORTHANDS``), each ``self.to(target)``."""
+    for name in names:
+        setattr(cls, name, _to_shorthand(cls, name, _TO_SHORTHANDS[name]))
+
+
+def _to_shorthand(cls, name, target):
+    def method(self):
+        return self.to(target)
+    method.__name__ = name
+    method.__qualname__ = f"{cls.__name__}.{name}"
+    method.__doc__ = f"``self.to(...)`` with {target}."
+    return method
+
+
+_install_to_shorthands(Tensor, _TO_SHORTHANDS)
+
+
+def _zero_grad(p, set_to_none):
+    """Reset ``p.grad`` (``Module.zero_grad``, ``Optimizer.zero_grad``): to None, or to zero in
+    place (detached first if it is a graph output)."""
+    g = p.grad
+    if g is None:
+        return
+    if set_to_none:
+        p.grad = None
+    else:
+        if g.grad_fn is not None:
+            g.detach_()
+        g.array.fill(0)
 
 
 def _install_operators():

@@ -177,6 +177,20 @@ def run_benchmark_timing_first(benchmark, key, framework, step, warm=3):
     return out
 
 
+def run_training_benchmark(benchmark, key, framework, step, warm=5, slack=0.0):
+    """:func:`run_benchmark` a training ``step`` that returns its loss tensor, its first
+    call timed apart into ``extra_info["first_call_s"]`` (JIT compile or cache load); then
+    one more step, whose loss must be a number below the first one's plus ``slack``: not a
+    timing check, the step must really train (a fixed batch is memorised, random labels
+    still overfit)."""
+    t0 = time.perf_counter()
+    first = float(step().item())
+    benchmark.extra_info["first_call_s"] = time.perf_counter() - t0
+    run_benchmark(benchmark, key, framework, step, warm=warm)
+    last = float(step().item())
+    assert last == last and last < first + slack, (first, last)
+
+
 def to_numpy(t):
     """A NumPy array of a numbagrad / torch tensor (or array-like)."""
     return np.asarray(t.detach().numpy() if hasattr(t, "detach") else t)

@@ -23,9 +23,4 @@ def _build(framework, batch):
 @pytest.mark.parametrize("framework", ("numbagrad", "torch"))
 @pytest.mark.parametrize("batch", kit.MLP_BATCHES)
 def test_mlp_train_step(benchmark, framework, batch):
-    step = _build(framework, batch)
-    first = float(step().item())
-    kit.run_benchmark(benchmark, f"mlp_b{batch}", framework, step, warm=5)
-    last = float(step().item())
-    # not a timing check: the step must really train (random labels still overfit)
-    assert last == last and last < first + 1e-3, (first, last)
+    kit.run_training_benchmark(benchmark, f"mlp_b{batch}", framework, _build(framework, batch), warm=5, slack=1e-3)

@@ -21,6 +21,7 @@ Usage::
 import numpy as np
 
 import numbagrad as ng
+from numbagrad.backend import config
 
 try:
     import torch
@@ -225,6 +226,23 @@ def to_device_tensors(inputs, dtype, device, requires_grad=False, noncontig=Fals
         else:
             out.append(a)
     return out
+
+
+def parallel_and_serial(fn, x64, grad, monkeypatch):
+    """``y = fn(x)`` and ``x``'s gradient for the upstream ``grad`` (an array, or a seed for
+    :func:`randn` of ``y``'s shape), all float32, run twice: with the parallel kernel twins
+    (the input above the tests' ``config.PARALLEL_THRESHOLD``), then with the serial ones
+    (the threshold raised out of reach); returns ``((y, dx) parallel, (y, dx) serial)``."""
+    def run():
+        x = ng.tensor(x64.astype(np.float32), requires_grad=True)
+        y = fn(x)
+        g = randn(*y.shape, seed=grad) if isinstance(grad, int) else grad
+        y.backward(ng.tensor(g.astype(np.float32)))
+        return y.detach().numpy(), x.grad.numpy()
+
+    par = run()
+    monkeypatch.setattr(config, "PARALLEL_THRESHOLD", 1 << 62)
+    return par, run()
 
 
 def _host(x):

@@ -10,8 +10,9 @@ family module's literal ``ENTRY_POINTS`` (``numbagrad/kernels/{cpu,cuda}/<family
 a top-level class or function of a module outside ``kernels/`` and ``backend/`` launches
 an entry point when a string literal equal to its name appears in its body (or in a
 module-level constant it reads) and the module names the family as a literal too (the
-``be.kernel("softmax", ...)`` call). The op column lists the module's public functions
-that read that class or function.
+``be.kernel("softmax", ...)`` call). A Function class also launches what the module
+functions it calls launch (a launch shared by several Functions lives in one helper). The op column lists the module's public functions that read
+that class or function.
 """
 import ast
 import os
@@ -90,11 +91,23 @@ def rows():
                   if isinstance(node, ast.Assign) and not isinstance(node.value, ast.Call)
                   for t in node.targets if isinstance(t, ast.Name)}
         objs = list(_top_level(tree))
-        for name, node in objs:
+        funcs = {n: o for n, o in objs if isinstance(o, ast.FunctionDef)}
+        # module functions a Function class calls (kernel launches shared by several
+        # Functions): their entry points are the class's too
+        helpers = {n for c, o in objs if isinstance(o, ast.ClassDef) for n in _names(o) & set(funcs)}
+
+        def strings(node, seen):
             strs = set(_strings(node))
             for ref in _names(node) & set(consts):
                 if consts[ref] is not node:
                     strs |= _strings(consts[ref])
+            if isinstance(node, ast.ClassDef) or seen:
+                for ref in sorted(_names(node) & helpers - seen):
+                    strs |= strings(funcs[ref], seen | {ref})
+            return strs
+
+        for name, node in objs:
+            strs = strings(node, set())
             found = {}
             for s in strs:
                 for fam in owner.get(s, ()):

@@ -44,6 +44,7 @@ of primitives. ``tests/test_backend_contract.py`` checks both backends against
 """
 import abc
 import contextlib
+import importlib
 
 import numpy as np
 
@@ -146,6 +147,22 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def kernel(self, family, name):
         """The device's kernel for the entry point ``name`` of ``kernels/<device>/<family>.py``."""
+
+    def _load_kernel(self, folder, family, name):
+        """``_<name>_<folder>`` of ``numbagrad/kernels/<folder>/<family>.py``, now cached for
+        ``kernel``; a ``name`` that the module's ``ENTRY_POINTS`` does not list raises
+        (``_not_an_entry`` first, for a backend's more precise error)."""
+        mod = importlib.import_module(f"numbagrad.kernels.{folder}.{family}")
+        entry = getattr(mod, "ENTRY_POINTS", ())
+        if name not in entry:
+            self._not_an_entry(family, name)
+            raise ValueError(f"kernel: {name!r} is not an entry point of the {folder.upper()} kernel family "
+                             f"{family!r} (numbagrad/kernels/{folder}/{family}.py: ENTRY_POINTS = {entry})")
+        k = self._kernels[(family, name)] = getattr(mod, f"_{name}_{folder}")
+        return k
+
+    def _not_an_entry(self, family, name):
+        """Called before ``_load_kernel`` refuses ``name``; nothing to add here."""
 
     @abc.abstractmethod
     def mm_into(self, a, b, out):

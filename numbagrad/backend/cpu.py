@@ -12,7 +12,6 @@ Rule for what runs where (see ARCHITECTURE.md, "What runs where"):
   scatter-add, gather, dropout, fused optimizer updates, ...) -> @njit kernels, found by
   :meth:`CPUBackend.kernel` under ``numbagrad/kernels/cpu/<family>.py``.
 """
-import importlib
 
 import numpy as np
 
@@ -52,16 +51,8 @@ class CPUBackend(Backend):
         without knowing the device. ``name`` must be one of the family's
         ``ENTRY_POINTS`` (see ``numbagrad/kernels/__init__.py``).
         """
-        key = (family, name)
-        k = self._kernels.get(key)
-        if k is None:
-            mod = importlib.import_module(f"numbagrad.kernels.cpu.{family}")
-            entry = getattr(mod, "ENTRY_POINTS", ())
-            if name not in entry:
-                raise ValueError(f"kernel: {name!r} is not an entry point of the CPU kernel family "
-                                 f"{family!r} (numbagrad/kernels/cpu/{family}.py: ENTRY_POINTS = {entry})")
-            k = self._kernels[key] = getattr(mod, f"_{name}_cpu")
-        return k
+        k = self._kernels.get((family, name))
+        return k if k is not None else self._load_kernel("cpu", family, name)
 
     # ---- capabilities (see backend/base.py) -------------------------------------
     @property

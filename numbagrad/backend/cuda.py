@@ -811,21 +811,15 @@ class CUDABackend(Backend):
         it takes the same arguments as the CPU kernel ``_<name>_cpu``. ``name`` must be one
         of the family's ``ENTRY_POINTS`` (see ``numbagrad/kernels/__init__.py``); a CPU
         entry point without a CUDA twin raises NotImplementedError."""
-        import importlib
+        k = self._kernels.get((family, name))
+        return k if k is not None else self._load_kernel("cuda", family, name)
+
+    @staticmethod
+    def _not_an_entry(family, name):
         import importlib.util
-        key = (family, name)
-        k = self._kernels.get(key)
-        if k is None:
-            mod = importlib.import_module(f"numbagrad.kernels.cuda.{family}")
-            entry = getattr(mod, "ENTRY_POINTS", ())
-            if name not in entry:
-                cpu = importlib.util.find_spec(f"numbagrad.kernels.cpu.{family}")
-                if cpu and name in getattr(importlib.import_module(cpu.name), "ENTRY_POINTS", ()):
-                    raise NotImplementedError(f"kernel {family}.{name} has no CUDA twin yet")
-                raise ValueError(f"kernel: {name!r} is not an entry point of the kernel family {family!r} "
-                                 f"(numbagrad/kernels/cuda/{family}.py: ENTRY_POINTS = {entry})")
-            k = self._kernels[key] = getattr(mod, f"_{name}_cuda")
-        return k
+        cpu = importlib.util.find_spec(f"numbagrad.kernels.cpu.{family}")
+        if cpu and name in getattr(importlib.import_module(cpu.name), "ENTRY_POINTS", ()):
+            raise NotImplementedError(f"kernel {family}.{name} has no CUDA twin yet")
 
     # ---- capabilities (see backend/base.py) ------------------------------------------
     @staticmethod

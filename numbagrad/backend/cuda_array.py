@@ -51,6 +51,16 @@ class _Flags:
                 "WRITEABLE": True}[key.upper()]
 
 
+def _axis_method(fn):
+    """``CudaArray``'s method form of NumPy's ``fn(a, axis=None, keepdims=False)``, which
+    NumPy's dispatch hands to the CUDA backend's implementation."""
+    def method(self, axis=None, keepdims=False):
+        return fn(self, axis=axis, keepdims=keepdims)
+    method.__name__ = fn.__name__
+    method.__qualname__ = f"CudaArray.{fn.__name__}"
+    return method
+
+
 class CudaArray(NDArrayOperatorsMixin):
     """A strided array in CUDA device memory (see the module docstring)."""
 
@@ -348,23 +358,8 @@ class CudaArray(NDArrayOperatorsMixin):
     def prod(self, axis=None, dtype=None, keepdims=False):
         return np.prod(self, axis=axis, dtype=dtype, keepdims=keepdims)
 
-    def max(self, axis=None, keepdims=False):
-        return np.max(self, axis=axis, keepdims=keepdims)
-
-    def min(self, axis=None, keepdims=False):
-        return np.min(self, axis=axis, keepdims=keepdims)
-
-    def argmax(self, axis=None, keepdims=False):
-        return np.argmax(self, axis=axis, keepdims=keepdims)
-
-    def argmin(self, axis=None, keepdims=False):
-        return np.argmin(self, axis=axis, keepdims=keepdims)
-
-    def any(self, axis=None, keepdims=False):
-        return np.any(self, axis=axis, keepdims=keepdims)
-
-    def all(self, axis=None, keepdims=False):
-        return np.all(self, axis=axis, keepdims=keepdims)
+    max, min, argmax, argmin, any, all = (_axis_method(f) for f in (np.max, np.min, np.argmax, np.argmin,
+                                                                    np.any, np.all))
 
     def cumsum(self, axis=None, dtype=None):
         return np.cumsum(self, axis=axis, dtype=dtype)

@@ -114,37 +114,41 @@ def _shareable(a):
     return type(a) is np.ndarray and not a.dtype.hasobject
 
 
+def _map_leaves(obj, leaf):
+    """``obj`` rebuilt with ``leaf(x)`` for each ``x`` that is not one of the containers
+    default_collate makes (tuple, list, dict, namedtuple), which are walked."""
+    t = type(obj)
+    if t is tuple or t is list:
+        return t(_map_leaves(x, leaf) for x in obj)
+    if t is dict:
+        return {k: _map_leaves(v, leaf) for k, v in obj.items()}
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+        return t(*(_map_leaves(x, leaf) for x in obj))
+    return leaf(obj)
+
+
 def _flatten(obj, arrays):
     """``obj`` with its Tensors' and arrays' data moved to ``arrays`` (replaced by
     :class:`_Ref`); containers default_collate makes are walked, other leaves kept."""
-    t = type(obj)
-    if t is Tensor and _shareable(obj.array):
-        arrays.append(obj.array)
-        return _Ref(len(arrays) - 1, True)
-    if t is np.ndarray and _shareable(obj):
-        arrays.append(obj)
-        return _Ref(len(arrays) - 1, False)
-    if t is tuple or t is list:
-        return t(_flatten(x, arrays) for x in obj)
-    if t is dict:
-        return {k: _flatten(v, arrays) for k, v in obj.items()}
-    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        return t(*(_flatten(x, arrays) for x in obj))
-    return obj
+    def leaf(x):
+        t = type(x)
+        if t is Tensor and _shareable(x.array):
+            arrays.append(x.array)
+            return _Ref(len(arrays) - 1, True)
+        if t is np.ndarray and _shareable(x):
+            arrays.append(x)
+            return _Ref(len(arrays) - 1, False)
+        return x
+    return _map_leaves(obj, leaf)
 
 
 def _unflatten(obj, arrays):
-    t = type(obj)
-    if t is _Ref:
-        a = arrays[obj.i]
-        return Tensor._from_array(a) if obj.tensor else a
-    if t is tuple or t is list:
-        return t(_unflatten(x, arrays) for x in obj)
-    if t is dict:
-        return {k: _unflatten(v, arrays) for k, v in obj.items()}
-    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        return t(*(_unflatten(x, arrays) for x in obj))
-    return obj
+    def leaf(x):
+        if type(x) is not _Ref:
+            return x
+        a = arrays[x.i]
+        return Tensor._from_array(a) if x.tensor else a
+    return _map_leaves(obj, leaf)
 
 
 def _layout(arrays):

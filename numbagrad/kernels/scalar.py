@@ -3,7 +3,7 @@
 Every function here is a :func:`~numbagrad.kernels._jit.scalar_helper`: plain
 arithmetic on one element, no arrays, no allocation, so the CPU loops in
 ``kernels/cpu/*.py`` and the CUDA kernels of ``kernels/cuda/*.py`` share the same
-definition of each activation, its derivative and the dropout hash.
+definition of each activation, its derivative, the pooling windows and the dropout hash.
 
 Conventions
 -----------
@@ -226,6 +226,28 @@ GELU_C = 0.044715
 
 
 @scalar_helper
+def horner(x, coeffs):
+    """``coeffs[0] x^(n-1) + ... + coeffs[n-1]`` by Horner's rule (highest degree first; a
+    tuple of constants, so the loop unrolls to the straight-line chain)."""
+    p = coeffs[0]
+    for c in coeffs[1:]:
+        p = p * x + c
+    return p
+
+
+# erf_f32's rational fit, numerator and denominator in z = x^2 (highest degree first)
+_ERF_P = (-1.2824747890389422e-08, 4.613813607146475e-06, 0.0003769333727421628,
+          0.0038394384042736303, 0.05424888447332131, 0.1851433222978539, 1.1283791691250002)
+_ERF_Q = (6.244209933185425e-05, 0.0013019228737143936, 0.015432301347772194,
+          0.11388047556007558, 0.4974124035371546, 1.0)
+# tanh_f32's, in u = (x/9)^2
+_TANH_P = (0.12844074860713112, 4.79207153189733, 22.479492027086167, 29.045099593484178,
+           11.420956652747396, 0.9999999999648652)
+_TANH_Q = (10.309114555127179, 112.18917426645349, 266.2643853748172, 191.6109330232475,
+           38.4209566212849, 1.0)
+
+
+@scalar_helper
 def erf_f32(v):
     """erf for float32 results, vectorisable (no libm call).
 
@@ -238,19 +260,8 @@ def erf_f32(v):
     """
     x = min(max(np.float64(v), -3.925), 3.925)
     z = x * x
-    p = -1.2824747890389422e-08
-    p = p * z + 4.613813607146475e-06
-    p = p * z + 0.0003769333727421628
-    p = p * z + 0.0038394384042736303
-    p = p * z + 0.05424888447332131
-    p = p * z + 0.1851433222978539
-    p = p * z + 1.1283791691250002
-    q = 6.244209933185425e-05
-    q = q * z + 0.0013019228737143936
-    q = q * z + 0.015432301347772194
-    q = q * z + 0.11388047556007558
-    q = q * z + 0.4974124035371546
-    q = q * z + 1.0
+    p = horner(z, _ERF_P)
+    q = horner(z, _ERF_Q)
     # Exactly +-1 outside the fitted range, so 1 + erf(x) is exactly 0 for very negative x.
     return x * p / q if abs(x) < 3.925 else (1.0 if x > 0 else -1.0)
 
@@ -271,18 +282,8 @@ def tanh_f32(v):
         return x
     x = min(max(x, -9.0), 9.0)
     u = x * x * (1.0 / 81.0)
-    p = 0.12844074860713112
-    p = p * u + 4.79207153189733
-    p = p * u + 22.479492027086167
-    p = p * u + 29.045099593484178
-    p = p * u + 11.420956652747396
-    p = p * u + 0.9999999999648652
-    q = 10.309114555127179
-    q = q * u + 112.18917426645349
-    q = q * u + 266.2643853748172
-    q = q * u + 191.6109330232475
-    q = q * u + 38.4209566212849
-    q = q * u + 1.0
+    p = horner(u, _TANH_P)
+    q = horner(u, _TANH_Q)
     return x * p / q if abs(x) < 9.0 else (1.0 if x > 0 else -1.0)
 
 
@@ -322,6 +323,43 @@ def gelu_tanh_grad_from_tanh(g, x, th):
     t = type(x)
     dinner = t(SQRT_2_OVER_PI) * (t(1) + t(3 * GELU_C) * x * x)
     return g * (t(0.5) * (t(1) + th) + t(0.5) * x * (t(1) - th * th) * dinner)
+
+
+# ---- pooling window geometry (integers) -------------------------------------------------------
+
+
+@scalar_helper
+def first_valid(start, step):
+    """The first of ``start, start + step, ...`` that is >= 0."""
+    while start < 0:
+        start += step
+    return start
+
+
+@scalar_helper
+def avg_window(o, s, pad, k, n):
+    """(start, end, padded extent) of average-pool window ``o`` along one axis of size n."""
+    a = o * s - pad
+    b = min(a + k, n + pad)
+    ext = b - a
+    return max(a, 0), min(b, n), ext
+
+
+@scalar_helper
+def avg_divisor(h0, h1, eh, w0, w1, ew, count_include_pad, divisor):
+    """torch's average-pool divisor: ``divisor`` when non-zero (``divisor_override``), else
+    the padded extent ``eh * ew`` (``count_include_pad``), else the part inside the input."""
+    if divisor != 0:
+        return divisor
+    if count_include_pad != 0:
+        return eh * ew
+    return (h1 - h0) * (w1 - w0)
+
+
+@scalar_helper
+def adaptive_window(o, n_out, n_in):
+    """torch's adaptive window [floor(o * n_in / n_out), ceil((o + 1) * n_in / n_out))."""
+    return (o * n_in) // n_out, ((o + 1) * n_in + n_out - 1) // n_out
 
 
 # ---- counter-based random numbers (dropout) ---------------------------------------------------

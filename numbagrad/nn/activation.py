@@ -8,6 +8,8 @@ only random ones are :class:`RReLU` and the dropout family, which draw from numb
 default generator in training mode and are deterministic in eval mode.
 """
 
+from functools import partial
+
 from ..ops import activation as _act
 # (``numbagrad.ops.dropout`` / ``.softmax`` are shadowed by the functions of those names
 # that ``numbagrad.ops`` re-exports, so the functions are imported by name.)
@@ -16,8 +18,8 @@ from ..ops.softmax import softmax as _softmax, softmin as _softmin
 from ..ops.rrelu import rrelu as _rrelu
 from . import functional as F
 from . import init
-from .module import Module
-from .parameter import empty_parameter, factory_dtype
+from .module import _REQUIRED, Module, _FunctionalModule
+from .parameter import empty_parameter, factory_dtype, reset_and_place
 
 __all__ = ["ReLU", "ReLU6", "LeakyReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "Sigmoid", "Tanh",
            "Softplus", "Hardtanh", "Hardsigmoid", "Hardswish", "Softsign", "LogSigmoid", "Threshold",
@@ -26,25 +28,11 @@ __all__ = ["ReLU", "ReLU6", "LeakyReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", 
            "FeatureAlphaDropout"]
 
 
-def _inplace_suffix(inplace):
-    return ", inplace=True" if inplace else ""
-
-
-class ReLU(Module):
+class ReLU(_FunctionalModule, fn=F.relu, inplace=False):
     """``max(x, 0)``."""
 
-    def __init__(self, inplace=False):
-        super().__init__()
-        self.inplace = inplace
 
-    def forward(self, input):
-        return F.relu(input, inplace=self.inplace)
-
-    def extra_repr(self):
-        return "inplace=True" if self.inplace else ""
-
-
-class ReLU6(ReLU):
+class ReLU6(ReLU, fn=F.relu6):
     """``min(max(x, 0), 6)`` (PyTorch's ``Hardtanh(0, 6)``: ``min_val``/``max_val`` attributes)."""
 
     def __init__(self, inplace=False):
@@ -52,169 +40,58 @@ class ReLU6(ReLU):
         self.min_val = 0.0
         self.max_val = 6.0
 
-    def forward(self, input):
-        return F.relu6(input, inplace=self.inplace)
 
-
-class LeakyReLU(Module):
+class LeakyReLU(_FunctionalModule, fn=F.leaky_relu, negative_slope=0.01, inplace=False):
     """``x`` for positive inputs, ``negative_slope * x`` otherwise."""
 
-    def __init__(self, negative_slope=0.01, inplace=False):
-        super().__init__()
-        self.negative_slope = negative_slope
-        self.inplace = inplace
 
-    def forward(self, input):
-        return F.leaky_relu(input, self.negative_slope, self.inplace)
-
-    def extra_repr(self):
-        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
-
-
-class ELU(Module):
+class ELU(_FunctionalModule, fn=F.elu, alpha=1.0, inplace=False):
     """``x`` for positive inputs, ``alpha * (exp(x) - 1)`` otherwise."""
 
-    def __init__(self, alpha=1.0, inplace=False):
-        super().__init__()
-        self.alpha = alpha
-        self.inplace = inplace
 
-    def forward(self, input):
-        return F.elu(input, self.alpha, self.inplace)
-
-    def extra_repr(self):
-        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
-
-
-class SELU(Module):
+class SELU(_FunctionalModule, fn=F.selu, inplace=False):
     """Scaled ELU with the self-normalising constants."""
 
-    def __init__(self, inplace=False):
-        super().__init__()
-        self.inplace = inplace
 
-    def forward(self, input):
-        return F.selu(input, self.inplace)
-
-    def extra_repr(self):
-        return "inplace=True" if self.inplace else ""
-
-
-class GELU(Module):
+class GELU(_FunctionalModule, fn=F.gelu, approximate="none"):
     """``x * Phi(x)`` (``approximate='tanh'`` for the tanh approximation)."""
 
-    def __init__(self, approximate="none"):
-        super().__init__()
-        self.approximate = approximate
 
-    def forward(self, input):
-        return F.gelu(input, approximate=self.approximate)
-
-    def extra_repr(self):
-        return f"approximate={self.approximate!r}"
-
-
-class SiLU(Module):
+class SiLU(_FunctionalModule, fn=F.silu, inplace=False):
     """``x * sigmoid(x)`` (swish)."""
 
-    def __init__(self, inplace=False):
-        super().__init__()
-        self.inplace = inplace
 
-    def forward(self, input):
-        return F.silu(input, inplace=self.inplace)
-
-    def extra_repr(self):
-        return "inplace=True" if self.inplace else ""
-
-
-class Mish(Module):
+class Mish(_FunctionalModule, fn=F.mish, inplace=False):
     """``x * tanh(softplus(x))``."""
 
-    def __init__(self, inplace=False):
-        super().__init__()
-        self.inplace = inplace
 
-    def forward(self, input):
-        return F.mish(input, inplace=self.inplace)
-
-    def extra_repr(self):
-        return "inplace=True" if self.inplace else ""
-
-
-class Sigmoid(Module):
+class Sigmoid(_FunctionalModule, fn=F.sigmoid):
     """``1 / (1 + exp(-x))``."""
 
-    def forward(self, input):
-        return F.sigmoid(input)
 
-
-class Tanh(Module):
+class Tanh(_FunctionalModule, fn=F.tanh):
     """Hyperbolic tangent."""
 
-    def forward(self, input):
-        return F.tanh(input)
 
-
-class Softplus(Module):
+class Softplus(_FunctionalModule, fn=F.softplus, beta=1.0, threshold=20.0):
     """``log(1 + exp(beta x)) / beta`` (linear above ``threshold``)."""
 
-    def __init__(self, beta=1.0, threshold=20.0):
-        super().__init__()
-        self.beta = beta
-        self.threshold = threshold
 
-    def forward(self, input):
-        return F.softplus(input, self.beta, self.threshold)
-
-    def extra_repr(self):
-        return f"beta={self.beta}, threshold={self.threshold}"
-
-
-class Hardtanh(Module):
+class Hardtanh(_FunctionalModule, fn=F.hardtanh, min_val=-1.0, max_val=1.0, inplace=False):
     """``clamp(x, min_val, max_val)``."""
 
-    def __init__(self, min_val=-1.0, max_val=1.0, inplace=False):
-        super().__init__()
-        if max_val <= min_val:
-            raise ValueError(f"Hardtanh: max_val ({max_val}) must be greater than min_val ({min_val})")
-        self.min_val = min_val
-        self.max_val = max_val
-        self.inplace = inplace
-
-    def forward(self, input):
-        return F.hardtanh(input, self.min_val, self.max_val, self.inplace)
-
-    def extra_repr(self):
-        return f"min_val={self.min_val}, max_val={self.max_val}" + (", inplace=True" if self.inplace else "")
+    def _validate(self):
+        if self.max_val <= self.min_val:
+            raise ValueError(f"Hardtanh: max_val ({self.max_val}) must be greater than min_val ({self.min_val})")
 
 
-class Softmax(Module):
+# The softmax family's warnings (implicit dim) name the caller of the module: 5 frames up.
+class Softmax(_FunctionalModule, fn=partial(F.softmax, _stacklevel=5), dim=None):
     """Softmax along ``dim``."""
 
-    def __init__(self, dim=None):
-        super().__init__()
-        self.dim = dim
 
-    def forward(self, input):
-        return F.softmax(input, self.dim, _stacklevel=5)
-
-    def extra_repr(self):
-        return f"dim={self.dim}"
-
-
-class LogSoftmax(Module):
+class LogSoftmax(_FunctionalModule, fn=partial(F.log_softmax, _stacklevel=5), dim=None):
     """Log-softmax along ``dim``."""
-
-    def __init__(self, dim=None):
-        super().__init__()
-        self.dim = dim
-
-    def forward(self, input):
-        return F.log_softmax(input, self.dim, _stacklevel=5)
-
-    def extra_repr(self):
-        return f"dim={self.dim}"
 
 
 class _DropoutNd(Module):
@@ -276,78 +153,39 @@ class FeatureAlphaDropout(_DropoutNd):
 
 
 # ---- the less common activations ---------------------------------------------------------------
-class _Inplace(Module):
+class _Inplace(_FunctionalModule, inplace=False):
     """An activation whose only argument is ``inplace`` (not shown in its repr, as in PyTorch)."""
 
-    def __init__(self, inplace=False):
-        super().__init__()
-        self.inplace = inplace
+    def extra_repr(self):
+        return ""
 
 
-class Hardsigmoid(_Inplace):
+class Hardsigmoid(_Inplace, fn=_act.hardsigmoid):
     """``relu6(x + 3) / 6``."""
 
-    def forward(self, input):
-        return _act.hardsigmoid(input, self.inplace)
 
-
-class Hardswish(_Inplace):
+class Hardswish(_Inplace, fn=_act.hardswish):
     """``x * relu6(x + 3) / 6``."""
 
-    def forward(self, input):
-        return _act.hardswish(input, self.inplace)
 
-
-class Softsign(Module):
+class Softsign(_FunctionalModule, fn=_act.softsign):
     """``x / (1 + |x|)``."""
 
-    def forward(self, input):
-        return _act.softsign(input)
 
-
-class LogSigmoid(Module):
+class LogSigmoid(_FunctionalModule, fn=_act.logsigmoid):
     """``log(sigmoid(x))``, computed without overflow."""
 
-    def forward(self, input):
-        return _act.logsigmoid(input)
 
-
-class Tanhshrink(Module):
+class Tanhshrink(_FunctionalModule, fn=_act.tanhshrink):
     """``x - tanh(x)``."""
 
-    def forward(self, input):
-        return _act.tanhshrink(input)
 
-
-class CELU(Module):
+class CELU(_FunctionalModule, fn=_act.celu, alpha=1.0, inplace=False):
     """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
 
-    def __init__(self, alpha=1.0, inplace=False):
-        super().__init__()
-        self.alpha = alpha
-        self.inplace = inplace
 
-    def forward(self, input):
-        return _act.celu(input, self.alpha, self.inplace)
-
-    def extra_repr(self):
-        return f"alpha={self.alpha}" + _inplace_suffix(self.inplace)
-
-
-class Threshold(Module):
+class Threshold(_FunctionalModule, fn=_act.threshold, threshold=_REQUIRED, value=_REQUIRED, inplace=False):
     """``x`` where ``x > threshold``, else ``value``."""
-
-    def __init__(self, threshold, value, inplace=False):
-        super().__init__()
-        self.threshold = threshold
-        self.value = value
-        self.inplace = inplace
-
-    def forward(self, input):
-        return _act.threshold(input, self.threshold, self.value, self.inplace)
-
-    def extra_repr(self):
-        return f"threshold={self.threshold}, value={self.value}" + _inplace_suffix(self.inplace)
 
 
 class PReLU(Module):
@@ -360,9 +198,7 @@ class PReLU(Module):
         self.num_parameters = int(num_parameters)
         self.init = init
         self.weight = empty_parameter(self, (self.num_parameters,), dt)
-        self.reset_parameters()
-        if device is not None:
-            self.to(device)
+        reset_and_place(self, device)
 
     def reset_parameters(self):
         init.constant_(self.weight, self.init)
@@ -374,79 +210,39 @@ class PReLU(Module):
         return f"num_parameters={self.num_parameters}"
 
 
-class RReLU(Module):
+class RReLU(_FunctionalModule, lower=1.0 / 8, upper=1.0 / 3, inplace=False):
     """Randomized leaky relu: negative slopes drawn from U(lower, upper) per element in
     training mode, the fixed ``(lower + upper) / 2`` in eval mode."""
-
-    def __init__(self, lower=1.0 / 8, upper=1.0 / 3, inplace=False):
-        super().__init__()
-        self.lower = lower
-        self.upper = upper
-        self.inplace = inplace
 
     def forward(self, input):
         return _rrelu(input, self.lower, self.upper, self.training, self.inplace)
 
-    def extra_repr(self):
-        return f"lower={self.lower}, upper={self.upper}" + _inplace_suffix(self.inplace)
 
-
-class GLU(Module):
+class GLU(_FunctionalModule, fn=_act.glu, dim=-1):
     """``a * sigmoid(b)`` with ``(a, b)`` the two halves of the input along ``dim``."""
 
-    def __init__(self, dim=-1):
-        super().__init__()
-        self.dim = dim
 
-    def forward(self, input):
-        return _act.glu(input, self.dim)
+class _Shrink(_FunctionalModule, lambd=0.5):
+    """A shrinkage activation: its repr is the bare ``lambd``, as in PyTorch."""
 
     def extra_repr(self):
-        return f"dim={self.dim}"
+        return str(self.lambd)
 
 
-class Softshrink(Module):
+class Softshrink(_Shrink, fn=_act.softshrink):
     """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0."""
 
-    def __init__(self, lambd=0.5):
-        super().__init__()
-        if lambd < 0:
-            raise ValueError(f"Softshrink: lambda must be no less than zero, but got {lambd}")
-        self.lambd = lambd
-
-    def forward(self, input):
-        return _act.softshrink(input, self.lambd)
-
-    def extra_repr(self):
-        return str(self.lambd)
+    def _validate(self):
+        if self.lambd < 0:
+            raise ValueError(f"Softshrink: lambda must be no less than zero, but got {self.lambd}")
 
 
-class Hardshrink(Module):
+class Hardshrink(_Shrink, fn=_act.hardshrink):
     """``x`` where ``|x| > lambd``, else 0."""
 
-    def __init__(self, lambd=0.5):
-        super().__init__()
-        self.lambd = lambd
 
-    def forward(self, input):
-        return _act.hardshrink(input, self.lambd)
-
-    def extra_repr(self):
-        return str(self.lambd)
-
-
-class Softmin(Module):
+class Softmin(_FunctionalModule, fn=partial(_softmin, _stacklevel=5), dim=None):
     """``softmax(-x)`` along ``dim``."""
-
-    def __init__(self, dim=None):
-        super().__init__()
-        self.dim = dim
-
-    def forward(self, input):
-        return _softmin(input, self.dim, _stacklevel=5)
-
-    def extra_repr(self):
-        return f"dim={self.dim}"
 
 
 class Softmax2d(Module):

@@ -63,7 +63,33 @@ def run_sequence(modules, input):
     return input
 
 
-class Sequential(Module):
+class _ModuleSeq(Module):
+    """What Sequential and ModuleList share: submodules registered under ``"0"``, ``"1"``, ...
+    in order."""
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def _renumber(self, items):
+        """Register ``items`` as the submodules ``"0"``, ``"1"``, ... (no checks)."""
+        self._modules.clear()
+        for i, m in enumerate(items):
+            self._modules[str(i)] = m
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self
+
+    def pop(self, key=-1):
+        v = self[key]
+        del self[key]
+        return v
+
+
+class Sequential(_ModuleSeq):
     """Modules applied one after another: ``Sequential(a, b, c)(x) == c(b(a(x)))``.
 
     Built from modules (named ``"0"``, ``"1"``, ...) or from one ``OrderedDict`` of
@@ -82,12 +108,6 @@ class Sequential(Module):
     def forward(self, input):
         return run_sequence(self._modules.values(), input)
 
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
-
     def __getitem__(self, idx):
         if isinstance(idx, slice):
             return type(self)(OrderedDict(list(self._modules.items())[idx]))
@@ -105,14 +125,7 @@ class Sequential(Module):
                 del self._modules[k]
         else:
             del self._modules[keys[_index(idx, len(keys), "Sequential")]]
-        items = list(self._modules.values())
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self._modules[str(i)] = m
-
-    def append(self, module):
-        self.add_module(str(len(self)), module)
-        return self
+        self._renumber(list(self._modules.values()))
 
     def insert(self, index, module):
         if not isinstance(module, Module):
@@ -124,20 +137,13 @@ class Sequential(Module):
             index += n
         items = list(self._modules.values())
         items.insert(index, module)
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self._modules[str(i)] = m
+        self._renumber(items)
         return self
 
     def extend(self, sequential):
         for m in sequential:
             self.append(m)
         return self
-
-    def pop(self, key=-1):
-        v = self[key]
-        del self[key]
-        return v
 
     def __add__(self, other):
         if not isinstance(other, Sequential):
@@ -150,19 +156,13 @@ class Sequential(Module):
         return out
 
 
-class ModuleList(Module):
+class ModuleList(_ModuleSeq):
     """A list of modules, registered so that their parameters are found. Has no forward."""
 
     def __init__(self, modules=None):
         super().__init__()
         if modules is not None:
             self.extend(modules)
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
 
     def __getitem__(self, idx):
         if isinstance(idx, slice):
@@ -178,19 +178,13 @@ class ModuleList(Module):
             del items[idx]
         else:
             del items[_index(idx, len(items), "ModuleList")]
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self._modules[str(i)] = m
+        self._renumber(items)
 
     def __iadd__(self, modules):
         return self.extend(modules)
 
     def __add__(self, other):
         return ModuleList(list(self) + list(other))
-
-    def append(self, module):
-        self.add_module(str(len(self)), module)
-        return self
 
     def extend(self, modules):
         if isinstance(modules, Module) and not isinstance(modules, (ModuleList, Sequential)):
@@ -206,11 +200,6 @@ class ModuleList(Module):
         self._modules.clear()
         for i, m in enumerate(items):
             self.add_module(str(i), m)
-
-    def pop(self, key=-1):
-        v = self[key]
-        del self[key]
-        return v
 
     def __repr__(self):
         # Runs of identical-looking modules are folded, as PyTorch does: (0-2): 3 x Linear(...)

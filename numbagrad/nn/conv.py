@@ -13,7 +13,7 @@ from ..ops import conv as _F
 from ..ops.shape import pad as _pad
 from . import init
 from .module import Module
-from .parameter import empty_parameter, factory_dtype
+from .parameter import factory_dtype, reset_and_place, weight_and_bias
 
 __all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d"]
 
@@ -79,14 +79,8 @@ class _ConvNd(Module):
             shape = (self.in_channels, self.out_channels // self.groups) + self.kernel_size
         else:
             shape = (self.out_channels, self.in_channels // self.groups) + self.kernel_size
-        self.weight = empty_parameter(self, shape, dt)
-        if bias:
-            self.bias = empty_parameter(self, (self.out_channels,), dt)
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
-        if device is not None:
-            self.to(device)
+        weight_and_bias(self, shape, (self.out_channels,) if bias else None, dt)
+        reset_and_place(self, device)
 
     def reset_parameters(self):
         # PyTorch's default: kaiming_uniform_(a=sqrt(5)) = U(-1/sqrt(fan_in), 1/sqrt(fan_in)),

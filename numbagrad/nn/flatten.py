@@ -1,24 +1,13 @@
 """Reshaping modules: ``Flatten``, ``Unflatten``, ``PixelShuffle``, ``PixelUnshuffle``."""
 from ..ops.shape import flatten as _flatten, pixel_shuffle as _pixel_shuffle, pixel_unshuffle as _pixel_unshuffle, \
     unflatten as _unflatten
-from .module import Module
+from .module import _REQUIRED, Module, _FunctionalModule
 
 __all__ = ["Flatten", "Unflatten", "PixelShuffle", "PixelUnshuffle"]
 
 
-class Flatten(Module):
+class Flatten(_FunctionalModule, fn=_flatten, start_dim=1, end_dim=-1):
     """Flatten dimensions ``start_dim..end_dim`` into one (default: all but the batch dim)."""
-
-    def __init__(self, start_dim=1, end_dim=-1):
-        super().__init__()
-        self.start_dim = start_dim
-        self.end_dim = end_dim
-
-    def forward(self, input):
-        return _flatten(input, self.start_dim, self.end_dim)
-
-    def extra_repr(self):
-        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
 
 
 class Unflatten(Module):
@@ -36,29 +25,9 @@ class Unflatten(Module):
         return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
 
 
-class PixelShuffle(Module):
+class PixelShuffle(_FunctionalModule, fn=_pixel_shuffle, upscale_factor=_REQUIRED):
     """``(*, C*r*r, H, W) -> (*, C, H*r, W*r)`` (:func:`numbagrad.nn.functional.pixel_shuffle`)."""
 
-    def __init__(self, upscale_factor):
-        super().__init__()
-        self.upscale_factor = upscale_factor
 
-    def forward(self, input):
-        return _pixel_shuffle(input, self.upscale_factor)
-
-    def extra_repr(self):
-        return f"upscale_factor={self.upscale_factor}"
-
-
-class PixelUnshuffle(Module):
+class PixelUnshuffle(_FunctionalModule, fn=_pixel_unshuffle, downscale_factor=_REQUIRED):
     """``(*, C, H*r, W*r) -> (*, C*r*r, H, W)``, the inverse of :class:`PixelShuffle`."""
-
-    def __init__(self, downscale_factor):
-        super().__init__()
-        self.downscale_factor = downscale_factor
-
-    def forward(self, input):
-        return _pixel_unshuffle(input, self.downscale_factor)
-
-    def extra_repr(self):
-        return f"downscale_factor={self.downscale_factor}"

@@ -11,7 +11,7 @@ import math
 from ..ops.matmul import linear as _linear
 from . import init
 from .module import Module
-from .parameter import empty_parameter, factory_dtype
+from .parameter import factory_dtype, reset_and_place, weight_and_bias
 
 __all__ = ["Identity", "Linear", "Bilinear"]
 
@@ -48,14 +48,8 @@ class Linear(Module):
         dt = factory_dtype(device, dtype)
         self.in_features = int(in_features)
         self.out_features = int(out_features)
-        self.weight = empty_parameter(self, (self.out_features, self.in_features), dt)
-        if bias:
-            self.bias = empty_parameter(self, (self.out_features,), dt)
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
-        if device is not None:
-            self.to(device)
+        weight_and_bias(self, (self.out_features, self.in_features), (self.out_features,) if bias else None, dt)
+        reset_and_place(self, device)
 
     def reset_parameters(self):
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
@@ -93,14 +87,9 @@ class Bilinear(Module):
         self.in1_features = int(in1_features)
         self.in2_features = int(in2_features)
         self.out_features = int(out_features)
-        self.weight = empty_parameter(self, (self.out_features, self.in1_features, self.in2_features), dt)
-        if bias:
-            self.bias = empty_parameter(self, (self.out_features,), dt)
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
-        if device is not None:
-            self.to(device)
+        weight_and_bias(self, (self.out_features, self.in1_features, self.in2_features),
+                        (self.out_features,) if bias else None, dt)
+        reset_and_place(self, device)
 
     def reset_parameters(self):
         bound = 1 / math.sqrt(self.weight.shape[1]) if self.weight.shape[1] > 0 else 0

@@ -73,34 +73,33 @@ class TripletMarginWithDistanceLoss(_Loss):
                                                  swap=self.swap, reduction=self.reduction)
 
 
-class CosineEmbeddingLoss(_Loss):
-    """``cosine_embedding_loss`` as a module (``torch.nn.CosineEmbeddingLoss``)."""
+class _MarginLoss(_Loss):
+    """A loss whose one option is ``margin`` (default 0), with the legacy reduction arguments."""
 
     def __init__(self, margin=0.0, size_average=None, reduce=None, reduction="mean"):
         super().__init__(size_average, reduce, reduction)
         self.margin = margin
+
+
+class CosineEmbeddingLoss(_MarginLoss):
+    """``cosine_embedding_loss`` as a module (``torch.nn.CosineEmbeddingLoss``)."""
 
     def forward(self, input1, input2, target):
         return cosine_embedding_loss(input1, input2, target, margin=self.margin, reduction=self.reduction)
 
 
-class HingeEmbeddingLoss(_Loss):
+class HingeEmbeddingLoss(_MarginLoss):
     """``hinge_embedding_loss`` as a module (``torch.nn.HingeEmbeddingLoss``)."""
 
     def __init__(self, margin=1.0, size_average=None, reduce=None, reduction="mean"):
-        super().__init__(size_average, reduce, reduction)
-        self.margin = margin
+        super().__init__(margin, size_average, reduce, reduction)
 
     def forward(self, input, target):
         return hinge_embedding_loss(input, target, margin=self.margin, reduction=self.reduction)
 
 
-class MarginRankingLoss(_Loss):
+class MarginRankingLoss(_MarginLoss):
     """``margin_ranking_loss`` as a module (``torch.nn.MarginRankingLoss``)."""
-
-    def __init__(self, margin=0.0, size_average=None, reduce=None, reduction="mean"):
-        super().__init__(size_average, reduce, reduction)
-        self.margin = margin
 
     def forward(self, input1, input2, target):
         return margin_ranking_loss(input1, input2, target, margin=self.margin, reduction=self.reduction)

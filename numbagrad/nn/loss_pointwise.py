@@ -66,9 +66,6 @@ class GaussianNLLLoss(_Loss):
 class BCELoss(_WeightedLoss):
     """``binary_cross_entropy`` as a module (``torch.nn.BCELoss``); ``weight`` is a buffer."""
 
-    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
-        super().__init__(weight, size_average, reduce, reduction)
-
     def forward(self, input, target):
         return binary_cross_entropy(input, target, weight=self._buffers["weight"], reduction=self.reduction)
 
@@ -128,9 +125,6 @@ class MultiMarginLoss(_WeightedLoss):
 
 class MultiLabelSoftMarginLoss(_WeightedLoss):
     """``multilabel_soft_margin_loss`` as a module (``torch.nn.MultiLabelSoftMarginLoss``)."""
-
-    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
-        super().__init__(weight, size_average, reduce, reduction)
 
     def forward(self, input, target):
         return multilabel_soft_margin_loss(input, target, weight=self._buffers["weight"], reduction=self.reduction)

@@ -6,6 +6,7 @@ saved in ``state_dict`` and converted by ``to()``. Registered objects live in th
 ``_parameters``, ``_buffers`` and ``_modules`` dicts (in assignment order), exactly as
 in PyTorch, so attribute access falls back to ``__getattr__`` for them.
 """
+import inspect
 import itertools
 from collections import OrderedDict, namedtuple
 
@@ -13,7 +14,7 @@ import numpy as np
 
 from .. import _dtype
 from ..autograd.grad_mode import no_grad
-from ..tensor import Tensor
+from ..tensor import Tensor, _install_to_shorthands, _zero_grad
 from .parameter import Parameter
 
 __all__ = ["Module", "RemovableHandle"]
@@ -190,10 +191,7 @@ class Module:
             self.register_parameter(name, value)
             return
         if params is not None and name in params:
-            if value is not None:
-                raise TypeError(f"cannot assign '{type(value).__name__}' as parameter '{name}' "
-                                "(numbagrad.nn.Parameter or None expected)")
-            params[name] = None
+            _assign_member(params, name, value, "parameter", Parameter, "numbagrad.nn.Parameter")
             return
         modules = d.get("_modules")
         if isinstance(value, Module):
@@ -203,37 +201,36 @@ class Module:
             modules[name] = value
             return
         if modules is not None and name in modules:
-            if value is not None:
-                raise TypeError(f"cannot assign '{type(value).__name__}' as child module '{name}' "
-                                "(numbagrad.nn.Module or None expected)")
-            modules[name] = None
+            _assign_member(modules, name, value, "child module", Module, "numbagrad.nn.Module")
             return
         buffers = d.get("_buffers")
         if buffers is not None and name in buffers:
-            if value is not None and not isinstance(value, Tensor):
-                raise TypeError(f"cannot assign '{type(value).__name__}' as buffer '{name}' "
-                                "(numbagrad.Tensor or None expected)")
-            buffers[name] = value
+            _assign_member(buffers, name, value, "buffer", Tensor, "numbagrad.Tensor")
             return
         object.__setattr__(self, name, value)
 
-    def __getattr__(self, name):
+    def _store_of(self, name):
+        """The dict of parameters, buffers or submodules holding ``name``, or None."""
         d = self.__dict__
         for key in ("_parameters", "_buffers", "_modules"):
             sub = d.get(key)
             if sub is not None and name in sub:
-                return sub[name]
-        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+                return sub
+        return None
+
+    def __getattr__(self, name):
+        sub = self._store_of(name)
+        if sub is None:
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+        return sub[name]
 
     def __delattr__(self, name):
-        d = self.__dict__
-        for key in ("_parameters", "_buffers", "_modules"):
-            sub = d.get(key)
-            if sub is not None and name in sub:
-                del sub[name]
-                d["_non_persistent_buffers_set"].discard(name)
-                return
-        object.__delattr__(self, name)
+        sub = self._store_of(name)
+        if sub is None:
+            object.__delattr__(self, name)
+        else:
+            del sub[name]
+            self.__dict__["_non_persistent_buffers_set"].discard(name)
 
     def __dir__(self):
         keys = list(object.__dir__(self))
@@ -248,38 +245,35 @@ class Module:
         if "." in name:
             raise KeyError(f'{what} name can\'t contain ".", got: {name}')
 
+    def _checked_store(self, key, name, value, what, cls, expected):
+        """``register_parameter``/``register_buffer``'s checks: the store ``key`` exists,
+        ``name`` is a new valid name, ``value`` a ``cls`` or None. Returns the store."""
+        d = self.__dict__
+        if key not in d:
+            raise AttributeError(f"cannot assign {what} before Module.__init__() call")
+        self._check_name(name, what)
+        if name in d and name not in d[key]:
+            raise KeyError(f"attribute '{name}' already exists")
+        if value is not None and not isinstance(value, cls):
+            raise TypeError(f"cannot assign '{type(value).__name__}' object to {what} '{name}' "
+                            f"({expected} or None required)")
+        return d[key]
+
     def register_parameter(self, name, param):
         """Add a Parameter (or ``None``, a declared-but-absent parameter) under ``name``."""
-        d = self.__dict__
-        if "_parameters" not in d:
-            raise AttributeError("cannot assign parameter before Module.__init__() call")
-        self._check_name(name, "parameter")
-        if name in d and name not in d["_parameters"]:
-            raise KeyError(f"attribute '{name}' already exists")
-        if param is not None and not isinstance(param, Parameter):
-            raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter '{name}' "
-                            "(numbagrad.nn.Parameter or None required)")
+        store = self._checked_store("_parameters", name, param, "parameter", Parameter, "numbagrad.nn.Parameter")
         if param is not None and param.grad_fn is not None:
             raise ValueError(f"Cannot assign non-leaf Tensor to parameter '{name}'. Model parameters "
                              "must be created explicitly: wrap the value in nn.Parameter(t.detach())")
-        d["_parameters"][name] = param
+        store[name] = param
 
     def register_buffer(self, name, tensor, persistent=True):
         """Add a non-learnable tensor (saved in ``state_dict`` unless ``persistent=False``)."""
-        d = self.__dict__
-        if "_buffers" not in d:
-            raise AttributeError("cannot assign buffer before Module.__init__() call")
-        self._check_name(name, "buffer")
-        if name in d and name not in d["_buffers"]:
-            raise KeyError(f"attribute '{name}' already exists")
-        if tensor is not None and not isinstance(tensor, Tensor):
-            raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
-                            "(numbagrad.Tensor or None required)")
-        d["_buffers"][name] = tensor
+        self._checked_store("_buffers", name, tensor, "buffer", Tensor, "numbagrad.Tensor")[name] = tensor
         if persistent:
-            d["_non_persistent_buffers_set"].discard(name)
+            self.__dict__["_non_persistent_buffers_set"].discard(name)
         else:
-            d["_non_persistent_buffers_set"].add(name)
+            self.__dict__["_non_persistent_buffers_set"].add(name)
 
     def add_module(self, name, module):
         """Add a child module under ``name`` (``None`` declares an absent child)."""
@@ -303,19 +297,19 @@ class Module:
             mod = sub
         return mod
 
-    def get_parameter(self, target):
+    def _get_member(self, target, key, what):
         mod_path, _, name = target.rpartition(".")
         mod = self.get_submodule(mod_path)
-        if name not in mod._parameters:
-            raise AttributeError(f"{type(mod).__name__} has no parameter `{name}`")
-        return mod._parameters[name]
+        store = mod.__dict__[key]
+        if name not in store:
+            raise AttributeError(f"{type(mod).__name__} has no {what} `{name}`")
+        return store[name]
+
+    def get_parameter(self, target):
+        return self._get_member(target, "_parameters", "parameter")
 
     def get_buffer(self, target):
-        mod_path, _, name = target.rpartition(".")
-        mod = self.get_submodule(mod_path)
-        if name not in mod._buffers:
-            raise AttributeError(f"{type(mod).__name__} has no buffer `{name}`")
-        return mod._buffers[name]
+        return self._get_member(target, "_buffers", "buffer")
 
     # ---- iteration ------------------------------------------------------------------
     def named_modules(self, memo=None, prefix="", remove_duplicate=True):
@@ -460,23 +454,10 @@ class Module:
 
         return self._apply(convert)
 
-    def float(self):
-        return self.to(_dtype.float32)
-
-    def double(self):
-        return self.to(_dtype.float64)
-
-    def half(self):
-        return self.to(_dtype.float16)
-
-    def bfloat16(self):
-        return self.to(_dtype.bfloat16)
+    # float, double, half, bfloat16, cpu: Tensor's shorthands, installed below the class
 
     def type(self, dst_type):
         return self.to(dst_type)
-
-    def cpu(self):
-        return self.to("cpu")
 
     def cuda(self, device=None):
         return self.to("cuda" if device is None else f"cuda:{device}" if isinstance(device, int) else device)
@@ -603,6 +584,71 @@ class Module:
                 self.__dict__[key] = default()
 
 
+_install_to_shorthands(Module, ("float", "double", "half", "bfloat16", "cpu"))
+
+
+_REQUIRED = inspect.Parameter.empty  # an argument with no default (``Threshold``)
+_SELF = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+class _FunctionalModule(Module):
+    """Base of the modules that wrap one functional op (the activations, the reshaping modules).
+
+    A subclass declares the op and its constructor's arguments in its class statement:
+    ``class ELU(_FunctionalModule, fn=F.elu, alpha=1.0, inplace=False)`` gets the constructor
+    ``ELU(alpha=1.0, inplace=False)`` (``_REQUIRED``: no default), which stores each argument
+    as an attribute of its name and then calls ``_validate()``; ``forward(input)`` is
+    ``fn(input, *those attributes in that order)``; ``extra_repr`` is PyTorch's
+    ``name=value, ...`` (strings quoted, ``inplace`` shown only when true). A subclass that
+    names no arguments keeps its parent's constructor (no arguments at all: Module's).
+    """
+
+    _fn = None
+    _args = ()
+
+    def __init_subclass__(cls, fn=None, **args):
+        super().__init_subclass__()
+        if fn is not None:
+            cls._fn = staticmethod(fn)
+        if args:
+            cls._args = tuple(args)
+            cls.__init__ = _functional_init(cls, args)
+
+    def _validate(self):
+        """Raise on bad constructor arguments (the attributes are set when it runs)."""
+
+    def forward(self, input):
+        return self._fn(input, *[getattr(self, name) for name in self._args])
+
+    def extra_repr(self):
+        parts = [f"{name}={getattr(self, name)!r}" if isinstance(getattr(self, name), str)
+                 else f"{name}={getattr(self, name)}" for name in self._args if name != "inplace"]
+        if getattr(self, "inplace", False):
+            parts.append("inplace=True")
+        return ", ".join(parts)
+
+
+def _functional_init(cls, args):
+    """The constructor of ``_FunctionalModule`` subclass ``cls`` taking ``args`` (name -> default)."""
+    sig = inspect.Signature([_SELF] + [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                         default=default) for name, default in args.items()])
+
+    def __init__(self, *values, **kwargs):
+        try:
+            bound = sig.bind(self, *values, **kwargs)
+        except TypeError as e:  # Python's own wording, naming the class as a def would
+            raise TypeError(f"{type(self).__name__}.__init__() {e}") from None
+        bound.apply_defaults()
+        Module.__init__(self)
+        for name in args:
+            setattr(self, name, bound.arguments[name])
+        self._validate()
+
+    __init__.__signature__ = sig
+    __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+    return __init__
+
+
 def _insert(hooks, key, value, prepend):
     if prepend:
         rest = list(hooks.items())
@@ -613,6 +659,26 @@ def _insert(hooks, key, value, prepend):
         hooks[key] = value
 
 
+def _changed_options(module, defaults):
+    """``", name=value"`` for each ``(name, default)`` of ``defaults`` whose value on ``module``
+    differs from the default, as PyTorch's ``extra_repr``s show options (compared with ``is not``
+    for None and bool defaults, ``!=`` for numbers)."""
+    s = ""
+    for name, default in defaults:
+        value = getattr(module, name)
+        if (value is not default) if default is None or isinstance(default, bool) else value != default:
+            s += f", {name}={value}"
+    return s
+
+
+def _assign_member(store, name, value, what, cls, expected):
+    """``module.name = value`` where ``name`` is already in ``store``: ``value`` must be a
+    ``cls`` or None."""
+    if value is not None and not isinstance(value, cls):
+        raise TypeError(f"cannot assign '{type(value).__name__}' as {what} '{name}' ({expected} or None expected)")
+    store[name] = value
+
+
 def _remove_from(name, *containers):
     for c in containers:
         if name in c:
@@ -620,15 +686,3 @@ def _remove_from(name, *containers):
                 c.discard(name)
             else:
                 del c[name]
-
-
-def _zero_grad(p, set_to_none):
-    g = p.grad
-    if g is None:
-        return
-    if set_to_none:
-        p.grad = None
-    else:
-        if g.grad_fn is not None:
-            g.detach_()
-        g.array.fill(0)

@@ -20,7 +20,7 @@ from ..ops import normalization as _N
 from ..tensor import Tensor
 from . import init
 from .module import Module
-from .parameter import empty_parameter, factory_dtype
+from .parameter import empty_parameter, factory_dtype, reset_and_place
 
 __all__ = ["LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
            "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "SyncBatchNorm"]
@@ -64,9 +64,7 @@ class LayerNorm(Module):
         self.eps = eps
         self.elementwise_affine = elementwise_affine
         _affine(self, elementwise_affine, self.normalized_shape, dt, bias)
-        self.reset_parameters()
-        if device is not None:
-            self.to(device)
+        reset_and_place(self, device)
 
     def reset_parameters(self):
         _reset_affine(self)
@@ -93,9 +91,7 @@ class RMSNorm(Module):
         self.elementwise_affine = elementwise_affine
         self.register_parameter("weight", empty_parameter(self, self.normalized_shape, dt)
                                 if elementwise_affine else None)
-        self.reset_parameters()
-        if device is not None:
-            self.to(device)
+        reset_and_place(self, device)
 
     def reset_parameters(self):
         _reset_affine(self)
@@ -125,9 +121,7 @@ class GroupNorm(Module):
         self.eps = eps
         self.affine = affine
         _affine(self, affine, (num_channels,), dt, bias)
-        self.reset_parameters()
-        if device is not None:
-            self.to(device)
+        reset_and_place(self, device)
 
     def reset_parameters(self):
         _reset_affine(self)
@@ -165,9 +159,7 @@ class _NormBase(Module):
             self.register_buffer("running_mean", None)
             self.register_buffer("running_var", None)
             self.register_buffer("num_batches_tracked", None)
-        self.reset_parameters()
-        if device is not None:
-            self.to(device)
+        reset_and_place(self, device)
 
     def reset_running_stats(self):
         if self.track_running_stats:

@@ -59,6 +59,21 @@ def empty_parameter(owner, shape, dtype):
     return Parameter(np.empty(shape, dtype))
 
 
+def weight_and_bias(owner, weight_shape, bias_shape, dtype):
+    """Give module ``owner`` an uninitialised ``weight`` Parameter of ``weight_shape`` and a
+    ``bias`` of ``bias_shape``; ``bias_shape`` None declares the bias absent (``bias=False``)."""
+    owner.weight = empty_parameter(owner, weight_shape, dtype)
+    owner.register_parameter("bias", None if bias_shape is None else empty_parameter(owner, bias_shape, dtype))
+
+
+def reset_and_place(owner, device):
+    """A layer constructor's last step: ``owner.reset_parameters()``, then ``owner.to(device)``
+    where a device was given."""
+    owner.reset_parameters()
+    if device is not None:
+        owner.to(device)
+
+
 def factory_dtype(device=None, dtype=None):
     """The floating dtype a layer creates its parameters in (``dtype`` or the default), after
     checking that ``device`` exists: a layer built with ``device="cuda"`` where there is no

@@ -18,8 +18,8 @@ import warnings
 from .. import _autocast_state
 from ..ops import rnn as _F
 from . import init
-from .module import Module
-from .parameter import empty_parameter, factory_dtype
+from .module import Module, _changed_options
+from .parameter import empty_parameter, factory_dtype, reset_and_place
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 
@@ -98,9 +98,7 @@ class RNNBase(Module):
                     setattr(self, name, empty_parameter(self, shape, dt))
                 self._flat_weights_names.extend(names)
                 self._all_weights.append(names)
-        self.reset_parameters()
-        if device is not None:
-            self.to(device)
+        reset_and_place(self, device)
 
     @property
     def _flat_weights(self):
@@ -171,20 +169,9 @@ class RNNBase(Module):
         return self._finish(out, h, batched)
 
     def extra_repr(self):
-        s = f"{self.input_size}, {self.hidden_size}"
-        if self.proj_size != 0:
-            s += f", proj_size={self.proj_size}"
-        if self.num_layers != 1:
-            s += f", num_layers={self.num_layers}"
-        if self.bias is not True:
-            s += f", bias={self.bias}"
-        if self.batch_first is not False:
-            s += f", batch_first={self.batch_first}"
-        if self.dropout != 0:
-            s += f", dropout={self.dropout}"
-        if self.bidirectional is not False:
-            s += f", bidirectional={self.bidirectional}"
-        return s
+        return f"{self.input_size}, {self.hidden_size}" + _changed_options(
+            self, (("proj_size", 0), ("num_layers", 1), ("bias", True), ("batch_first", False), ("dropout", 0),
+                   ("bidirectional", False)))
 
 
 class RNN(RNNBase):
@@ -268,9 +255,7 @@ class RNNCellBase(Module):
         else:
             self.register_parameter("bias_ih", None)
             self.register_parameter("bias_hh", None)
-        self.reset_parameters()
-        if device is not None:
-            self.to(device)
+        reset_and_place(self, device)
 
     def reset_parameters(self):
         stdv = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0

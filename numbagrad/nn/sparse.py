@@ -14,7 +14,7 @@ import numpy as np
 from ..ops.indexing import embedding as _embedding
 from ..tensor import Tensor
 from . import init
-from .module import Module
+from .module import Module, _changed_options
 from .parameter import Parameter, empty_parameter, factory_dtype
 
 __all__ = ["Embedding", "EmbeddingBag"]
@@ -49,7 +49,32 @@ def _table(weight, num_embeddings, embedding_dim, dt, name):
     return Parameter(np.array(arr, dtype=dt if arr.dtype.kind != "f" else arr.dtype))
 
 
-class Embedding(Module):
+class _Table(Module):
+    """What Embedding and EmbeddingBag share: the N(0, 1) table with a zero padding row, the
+    table's repr options and ``from_pretrained``'s shape check."""
+
+    def reset_parameters(self):
+        init.normal_(self.weight)
+        self._fill_padding_idx_with_zero()
+
+    def _fill_padding_idx_with_zero(self):
+        if self.padding_idx is not None:
+            self.weight.array[self.padding_idx] = 0
+            self.weight._version.value += 1
+
+    def _norm_repr(self):
+        """``extra_repr``'s ``max_norm``, ``norm_type`` and ``scale_grad_by_freq`` (those set)."""
+        return _changed_options(self, (("max_norm", None), ("norm_type", 2), ("scale_grad_by_freq", False)))
+
+    @staticmethod
+    def _pretrained_shape(embeddings):
+        if embeddings.ndim != 2:
+            raise AssertionError(f"Embeddings parameter is expected to be 2-dimensional, got shape "
+                                 f"{tuple(embeddings.shape)}")
+        return embeddings.shape
+
+
+class Embedding(_Table):
     """A lookup table: ``input`` (integers, any shape) -> ``weight[input]`` of shape
     ``input.shape + (embedding_dim,)``.
 
@@ -81,15 +106,6 @@ class Embedding(Module):
         if device is not None:
             self.to(device)
 
-    def reset_parameters(self):
-        init.normal_(self.weight)
-        self._fill_padding_idx_with_zero()
-
-    def _fill_padding_idx_with_zero(self):
-        if self.padding_idx is not None:
-            self.weight.array[self.padding_idx] = 0
-            self.weight._version.value += 1
-
     def forward(self, input):
         return _embedding(input, self._parameters["weight"], self.padding_idx, self.max_norm, self.norm_type,
                           self.scale_grad_by_freq, self.sparse)
@@ -98,12 +114,7 @@ class Embedding(Module):
         s = f"{self.num_embeddings}, {self.embedding_dim}"
         if self.padding_idx is not None:
             s += f", padding_idx={self.padding_idx}"
-        if self.max_norm is not None:
-            s += f", max_norm={self.max_norm}"
-        if self.norm_type != 2:
-            s += f", norm_type={self.norm_type}"
-        if self.scale_grad_by_freq is not False:
-            s += f", scale_grad_by_freq={self.scale_grad_by_freq}"
+        s += self._norm_repr()
         if self.sparse is not False:
             s += ", sparse=True"
         return s
@@ -113,16 +124,13 @@ class Embedding(Module):
                         scale_grad_by_freq=False, sparse=False):
         """An Embedding whose table is ``embeddings`` (2-D; its storage is shared, as in
         PyTorch); ``freeze=True`` makes the table not require grad."""
-        if embeddings.ndim != 2:
-            raise AssertionError(f"Embeddings parameter is expected to be 2-dimensional, got shape "
-                                 f"{tuple(embeddings.shape)}")
-        rows, cols = embeddings.shape
+        rows, cols = cls._pretrained_shape(embeddings)
         return cls(num_embeddings=rows, embedding_dim=cols, _weight=embeddings, _freeze=freeze,
                    padding_idx=padding_idx, max_norm=max_norm, norm_type=norm_type,
                    scale_grad_by_freq=scale_grad_by_freq, sparse=sparse)
 
 
-class EmbeddingBag(Module):
+class EmbeddingBag(_Table):
     """Sums, means or maxima of bags of embeddings (``torch.nn.EmbeddingBag``).
 
     ``input`` is 2-D ``(B, N)`` (B bags of N indices; ``offsets`` must be None) or 1-D
@@ -159,12 +167,6 @@ class EmbeddingBag(Module):
         if device is not None:
             self.to(device)
 
-    def reset_parameters(self):
-        init.normal_(self.weight)
-        if self.padding_idx is not None:
-            self.weight.array[self.padding_idx] = 0
-            self.weight._version.value += 1
-
     def forward(self, input, offsets=None, per_sample_weights=None):
         from ..ops.sparse import embedding_bag
         return embedding_bag(input, self._parameters["weight"], offsets, self.max_norm, self.norm_type,
@@ -172,13 +174,7 @@ class EmbeddingBag(Module):
                              self.include_last_offset, self.padding_idx)
 
     def extra_repr(self):
-        s = f"{self.num_embeddings}, {self.embedding_dim}"
-        if self.max_norm is not None:
-            s += f", max_norm={self.max_norm}"
-        if self.norm_type != 2:
-            s += f", norm_type={self.norm_type}"
-        if self.scale_grad_by_freq is not False:
-            s += f", scale_grad_by_freq={self.scale_grad_by_freq}"
+        s = f"{self.num_embeddings}, {self.embedding_dim}" + self._norm_repr()
         s += f", mode={self.mode!r}"
         if self.padding_idx is not None:
             s += f", padding_idx={self.padding_idx}"
@@ -187,10 +183,7 @@ class EmbeddingBag(Module):
     @classmethod
     def from_pretrained(cls, embeddings, freeze=True, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
                         mode="mean", sparse=False, include_last_offset=False, padding_idx=None):
-        if embeddings.ndim != 2:
-            raise AssertionError(f"Embeddings parameter is expected to be 2-dimensional, got shape "
-                                 f"{tuple(embeddings.shape)}")
-        rows, cols = embeddings.shape
+        rows, cols = cls._pretrained_shape(embeddings)
         bag = cls(num_embeddings=rows, embedding_dim=cols, _weight=embeddings, max_norm=max_norm,
                   norm_type=norm_type, scale_grad_by_freq=scale_grad_by_freq, mode=mode, sparse=sparse,
                   include_last_offset=include_last_offset, padding_idx=padding_idx)

@@ -78,6 +78,31 @@ def _detect_is_causal_mask(mask, is_causal=None, size=None):
 
 
 class _LayerBase(Module):
+    """What the encoder and decoder layers share: the constructor (PyTorch's signature; the
+    attention blocks named in ``_attention``, then the feed-forward block and one LayerNorm and
+    Dropout per block), the self-attention block and the feed-forward block."""
+
+    _attention = ("self_attn",)
+
+    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation=_act.relu,
+                 layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True, device=None,
+                 dtype=None):
+        super().__init__()
+        dt = _dtype.as_dtype(dtype) or _dtype.get_default_dtype()
+        for name in self._attention:
+            setattr(self, name, MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                                   batch_first=batch_first, dtype=dt))
+        self.norm_first = norm_first
+        self._setup_ffn(d_model, dim_feedforward, dropout, activation, layer_norm_eps, bias, dt,
+                        len(self._attention) + 1)
+        if device is not None:
+            self.to(device)
+
+    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal=False):
+        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
+                           need_weights=False, is_causal=is_causal)[0]
+        return self.dropout1(x)
+
     def _setup_ffn(self, d_model, dim_feedforward, dropout, activation, layer_norm_eps, bias, dt, n_norms):
         self.linear1 = Linear(d_model, dim_feedforward, bias=bias, dtype=dt)
         self.dropout = Dropout(dropout)
@@ -112,18 +137,6 @@ class TransformerEncoderLayer(_LayerBase):
 
     __constants__ = ["norm_first"]
 
-    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation=_act.relu,
-                 layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True, device=None,
-                 dtype=None):
-        super().__init__()
-        dt = _dtype.as_dtype(dtype) or _dtype.get_default_dtype()
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
-                                            batch_first=batch_first, dtype=dt)
-        self.norm_first = norm_first
-        self._setup_ffn(d_model, dim_feedforward, dropout, activation, layer_norm_eps, bias, dt, 2)
-        if device is not None:
-            self.to(device)
-
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
         x = src
         if self.norm_first:
@@ -133,11 +146,6 @@ class TransformerEncoderLayer(_LayerBase):
             x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal))
             x = self.norm2(x + self._ff_block(x, self.dropout2))
         return x
-
-    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal=False):
-        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
-                           need_weights=False, is_causal=is_causal)[0]
-        return self.dropout1(x)
 
 
 class TransformerDecoderLayer(_LayerBase):
@@ -149,20 +157,7 @@ class TransformerDecoderLayer(_LayerBase):
     """
 
     __constants__ = ["norm_first"]
-
-    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation=_act.relu,
-                 layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True, device=None,
-                 dtype=None):
-        super().__init__()
-        dt = _dtype.as_dtype(dtype) or _dtype.get_default_dtype()
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, batch_first=batch_first,
-                                            bias=bias, dtype=dt)
-        self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, batch_first=batch_first,
-                                                 bias=bias, dtype=dt)
-        self.norm_first = norm_first
-        self._setup_ffn(d_model, dim_feedforward, dropout, activation, layer_norm_eps, bias, dt, 3)
-        if device is not None:
-            self.to(device)
+    _attention = ("self_attn", "multihead_attn")
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False):
@@ -178,11 +173,6 @@ class TransformerDecoderLayer(_LayerBase):
                                                memory_is_causal))
             x = self.norm3(x + self._ff_block(x, self.dropout3))
         return x
-
-    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal=False):
-        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
-                           is_causal=is_causal, need_weights=False)[0]
-        return self.dropout1(x)
 
     def _mha_block(self, x, mem, attn_mask, key_padding_mask, is_causal=False):
         x = self.multihead_attn(x, mem, mem, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
@@ -247,6 +237,14 @@ class TransformerDecoder(Module):
         return output
 
 
+def _default_stack(stack_cls, layer_cls, num_layers, layer_args, dt):
+    """``Transformer``'s encoder or decoder where no custom one is given: ``num_layers``
+    copies of ``layer_cls(*layer_args)`` and a final LayerNorm."""
+    d_model, layer_norm_eps, bias = layer_args[0], layer_args[5], layer_args[8]
+    return stack_cls(layer_cls(*layer_args, dtype=dt), num_layers, LayerNorm(d_model, eps=layer_norm_eps, bias=bias,
+                                                                             dtype=dt))
+
+
 class Transformer(Module):
     """Encoder-decoder Transformer (``torch.nn.Transformer``): ``encoder`` (a
     :class:`TransformerEncoder` with a final LayerNorm) and ``decoder``; every parameter
@@ -258,20 +256,12 @@ class Transformer(Module):
                  dtype=None):
         super().__init__()
         dt = _dtype.as_dtype(dtype) or _dtype.get_default_dtype()
-        if custom_encoder is not None:
-            self.encoder = custom_encoder
-        else:
-            layer = TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout, activation,
-                                            layer_norm_eps, batch_first, norm_first, bias, dtype=dt)
-            self.encoder = TransformerEncoder(layer, num_encoder_layers,
-                                              LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dt))
-        if custom_decoder is not None:
-            self.decoder = custom_decoder
-        else:
-            layer = TransformerDecoderLayer(d_model, nhead, dim_feedforward, dropout, activation,
-                                            layer_norm_eps, batch_first, norm_first, bias, dtype=dt)
-            self.decoder = TransformerDecoder(layer, num_decoder_layers,
-                                              LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dt))
+        layer_args = (d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first,
+                      norm_first, bias)
+        self.encoder = custom_encoder if custom_encoder is not None else _default_stack(
+            TransformerEncoder, TransformerEncoderLayer, num_encoder_layers, layer_args, dt)
+        self.decoder = custom_decoder if custom_decoder is not None else _default_stack(
+            TransformerDecoder, TransformerDecoderLayer, num_decoder_layers, layer_args, dt)
         self._reset_parameters()
         self.d_model = d_model
         self.nhead = nhead

@@ -348,18 +348,25 @@ def _same_padding(k, d):
     return total // 2, total - total // 2
 
 
-def _convnd(op, nd, input, weight, bias, stride, padding, dilation, groups):
+def _checked_args(op, nd, input, weight, bias, stride, dilation, groups):
+    """``(x, w, b, stride, dilation, groups)`` checked for both convolutions: the tensors'
+    ranks, dtypes and devices, a positive ``groups``, stride and dilation."""
     x, w, b = _check_tensors(op, input, weight, bias, nd)
     groups = int(groups)
     stride = _tuple(stride, nd, "stride", op)
     dilation = _tuple(dilation, nd, "dilation", op)
-    ks = tuple(w.shape[2:])
     if groups <= 0:
         raise RuntimeError(f"{op}: non-positive groups is not supported, got groups={groups}")
     if any(s <= 0 for s in stride):
         raise RuntimeError(f"{op}: non-positive stride is not supported, got stride={stride}")
     if any(d <= 0 for d in dilation):
         raise RuntimeError(f"{op}: dilation should be greater than zero, got dilation={dilation}")
+    return x, w, b, stride, dilation, groups
+
+
+def _convnd(op, nd, input, weight, bias, stride, padding, dilation, groups):
+    x, w, b, stride, dilation, groups = _checked_args(op, nd, input, weight, bias, stride, dilation, groups)
+    ks = tuple(w.shape[2:])
     if isinstance(padding, str):
         if padding == "valid":
             pads = ((0, 0),) * nd
@@ -411,22 +418,13 @@ def _convnd(op, nd, input, weight, bias, stride, padding, dilation, groups):
 
 
 def _conv_transposend(op, nd, input, weight, bias, stride, padding, output_padding, groups, dilation):
-    x, w, b = _check_tensors(op, input, weight, bias, nd)
-    groups = int(groups)
-    stride = _tuple(stride, nd, "stride", op)
-    dilation = _tuple(dilation, nd, "dilation", op)
+    x, w, b, stride, dilation, groups = _checked_args(op, nd, input, weight, bias, stride, dilation, groups)
     if isinstance(padding, str):
         raise ValueError(f"{op}: padding strings are not supported for transposed convolutions, "
                          f"got {padding!r}")
     padding = _tuple(padding, nd, "padding", op)
     output_padding = _tuple(output_padding, nd, "output_padding", op)
     ks = tuple(w.shape[2:])
-    if groups <= 0:
-        raise RuntimeError(f"{op}: non-positive groups is not supported, got groups={groups}")
-    if any(s <= 0 for s in stride):
-        raise RuntimeError(f"{op}: non-positive stride is not supported, got stride={stride}")
-    if any(d <= 0 for d in dilation):
-        raise RuntimeError(f"{op}: dilation should be greater than zero, got dilation={dilation}")
     if any(p < 0 for p in padding) or any(p < 0 for p in output_padding):
         raise RuntimeError(f"{op}: negative padding is not supported, got padding={padding}, "
                            f"output_padding={output_padding}")

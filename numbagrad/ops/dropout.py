@@ -197,15 +197,22 @@ def dropout1d(input, p=0.5, training=True, inplace=False):
     return _unbatched(x, 3, p, training, inplace, "dropout1d")
 
 
+def _channel_input(input, p, name, ndims):
+    """``p`` checked and ``input`` as a Tensor, with PyTorch's deprecation warning (at the
+    caller of ``name``) when its rank is not one of ``ndims``."""
+    _check_p(p)
+    x = as_tensor_arg(input, name)
+    if x.ndim not in ndims:
+        warnings.warn(f"{name}: Received a {x.ndim}-D input to {name}, which is deprecated and will "
+                      "result in an error in a future release. To retain the behavior and silence this "
+                      "warning, please use dropout instead.", stacklevel=3)
+    return x
+
+
 def dropout2d(input, p=0.5, training=True, inplace=False):
     """Zero whole channels of a (N, C, H, W) input (a 3-D input is taken as (N, C, L),
     with PyTorch's warning)."""
-    _check_p(p)
-    x = as_tensor_arg(input, "dropout2d")
-    if x.ndim not in (3, 4):
-        warnings.warn(f"dropout2d: Received a {x.ndim}-D input to dropout2d, which is deprecated and will "
-                      "result in an error in a future release. To retain the behavior and silence this "
-                      "warning, please use dropout instead.", stacklevel=2)
+    x = _channel_input(input, p, "dropout2d", (3, 4))
     if x.ndim == 3:
         warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D dropout "
                       "behavior is desired - input is interpreted as shape (N, C, L), where C is the channel "
@@ -216,10 +223,5 @@ def dropout2d(input, p=0.5, training=True, inplace=False):
 
 def dropout3d(input, p=0.5, training=True, inplace=False):
     """Zero whole channels of a (N, C, D, H, W) or (C, D, H, W) input."""
-    _check_p(p)
-    x = as_tensor_arg(input, "dropout3d")
-    if x.ndim not in (4, 5):
-        warnings.warn(f"dropout3d: Received a {x.ndim}-D input to dropout3d, which is deprecated and will "
-                      "result in an error in a future release. To retain the behavior and silence this "
-                      "warning, please use dropout instead.", stacklevel=2)
+    x = _channel_input(input, p, "dropout3d", (4, 5))
     return _unbatched(x, 5, p, training, inplace, "dropout3d")

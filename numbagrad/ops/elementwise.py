@@ -19,71 +19,69 @@ def _shape(x):
 
 # ---- binary arithmetic -------------------------------------------------------------------
 class Add(Function):
+    _op = "add"  # Sub: "sub", whose gradient for ``b`` is negated
+
     @staticmethod
     def forward(ctx, a, b):
         ctx.shapes = (_shape(a), _shape(b))
-        return be_of(a, b).add(a, b)
+        return getattr(be_of(a, b), ctx._op)(a, b)
 
     @staticmethod
     def backward(ctx, g):
         be = backend_of(g)
         na, nb = ctx.needs_input_grad
         sa, sb = ctx.shapes
+        gb = be.sum_to_shape(g, sb) if nb else None
         return (be.sum_to_shape(g, sa) if na else None,
-                be.sum_to_shape(g, sb) if nb else None)
+                be.neg(gb) if nb and ctx._op == "sub" else gb)
 
 
-class Sub(Function):
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.shapes = (_shape(a), _shape(b))
-        return be_of(a, b).sub(a, b)
-
-    @staticmethod
-    def backward(ctx, g):
-        be = backend_of(g)
-        na, nb = ctx.needs_input_grad
-        sa, sb = ctx.shapes
-        return (be.sum_to_shape(g, sa) if na else None,
-                be.neg(be.sum_to_shape(g, sb)) if nb else None)
+class Sub(Add):
+    _op = "sub"
 
 
-class Mul(Function):
+class _Binary(Function):
+    """A binary op ``be.<_op>(a, b)`` that saves its operands. Its backward is the chain
+    rule: ``_grads(be, g, na, nb, *saved)`` returns the gradients of ``a`` and ``b`` in the
+    broadcast shape (each may be left ``None`` where ``na``/``nb`` say it is not needed),
+    and each is summed back to its operand's shape. A subclass that saves more (``Pow``,
+    its output) overrides ``forward`` and keeps ``a, b`` the first two saved arrays."""
+    _op = None
+
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        return be_of(a, b).mul(a, b)
+        return getattr(be_of(a, b), ctx._op)(a, b)
 
     @staticmethod
     def backward(ctx, g):
-        a, b = ctx.saved_tensors
+        saved = ctx.saved_tensors
         be = backend_of(g)
         na, nb = ctx.needs_input_grad
-        return (be.sum_to_shape(be.mul(g, b), _shape(a)) if na else None,
-                be.sum_to_shape(be.mul(g, a), _shape(b)) if nb else None)
+        ga, gb = ctx._grads(be, g, na, nb, *saved)
+        return (be.sum_to_shape(ga, _shape(saved[0])) if na else None,
+                be.sum_to_shape(gb, _shape(saved[1])) if nb else None)
 
 
-class Div(Function):
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return be_of(a, b).div(a, b)
+class Mul(_Binary):
+    _op = "mul"
 
     @staticmethod
-    def backward(ctx, g):
-        a, b = ctx.saved_tensors
-        be = backend_of(g)
-        na, nb = ctx.needs_input_grad
-        ga = gb = None
-        if na:
-            ga = be.sum_to_shape(be.div(g, b), _shape(a))
-        if nb:
-            # d(a/b)/db = -a / b^2
-            gb = be.sum_to_shape(be.neg(be.div(be.mul(g, a), be.mul(b, b))), _shape(b))
-        return ga, gb
+    def _grads(be, g, na, nb, a, b):
+        return (be.mul(g, b) if na else None), (be.mul(g, a) if nb else None)
 
 
-class Pow(Function):
+class Div(_Binary):
+    _op = "div"
+
+    @staticmethod
+    def _grads(be, g, na, nb, a, b):
+        # d(a/b)/db = -a / b^2
+        return ((be.div(g, b) if na else None),
+                (be.neg(be.div(be.mul(g, a), be.mul(b, b))) if nb else None))
+
+
+class Pow(_Binary):
     @staticmethod
     def forward(ctx, a, b):
         be = be_of(a, b)
@@ -92,63 +90,42 @@ class Pow(Function):
         return y
 
     @staticmethod
-    def backward(ctx, g):
-        a, b, y = ctx.saved_tensors
-        be = backend_of(g)
-        na, nb = ctx.needs_input_grad
+    def _grads(be, g, na, nb, a, b, y):
         ga = gb = None
         if na:
             # b * a^(b-1); written as b * a^(b-1) (not y*b/a) so that a == 0 is exact.
             # (an operator, not be.sub: b may be a NumPy scalar, e.g. x ** 3)
             bm1 = b - b.dtype.type(1)
-            ga = be.sum_to_shape(be.mul(g, be.mul(b, be.pow(a, bm1))), _shape(a))
+            ga = be.mul(g, be.mul(b, be.pow(a, bm1)))
         if nb:
             # a^b * log(a); PyTorch's convention: 0 where a == 0 and b >= 0.
             with np.errstate(divide="ignore", invalid="ignore"):
                 la = be.log(a)
             la = be.where(be.logical_and(be.equal(a, 0), be.greater_equal(b, 0)), 0, la)
-            gb = be.sum_to_shape(be.mul(g, be.mul(y, la)).astype(g.dtype, copy=False), _shape(b))
+            gb = be.mul(g, be.mul(y, la)).astype(g.dtype, copy=False)
         return ga, gb
 
 
-class Maximum(Function):
-    _cmp = "greater"
+class Maximum(_Binary):
+    _op, _cmp = "maximum", "greater"
 
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return be_of(a, b).maximum(a, b) if ctx._cmp == "greater" else be_of(a, b).minimum(a, b)
-
-    @staticmethod
-    def backward(ctx, g):
+    def _grads(ctx, be, g, na, nb, a, b):  # a method: it reads ``_cmp``
         # The gradient goes to the larger input (smaller for Minimum); ties split it evenly,
         # as PyTorch does.
-        a, b = ctx.saved_tensors
-        be = backend_of(g)
-        cmp = getattr(be, ctx._cmp)
-        wa = be.where(cmp(a, b), 1.0, be.where(be.equal(a, b), 0.5, 0.0)).astype(g.dtype)
-        na, nb = ctx.needs_input_grad
-        return (be.sum_to_shape(be.mul(g, wa), _shape(a)) if na else None,
-                be.sum_to_shape(be.mul(g, 1 - wa), _shape(b)) if nb else None)
+        wa = be.where(getattr(be, ctx._cmp)(a, b), 1.0, be.where(be.equal(a, b), 0.5, 0.0)).astype(g.dtype)
+        return (be.mul(g, wa) if na else None), (be.mul(g, 1 - wa) if nb else None)
 
 
 class Minimum(Maximum):
-    _cmp = "less"
+    _op, _cmp = "minimum", "less"
 
 
-class Remainder(Function):
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return be_of(a, b).remainder(a, b)
+class Remainder(_Binary):
+    _op = "remainder"
 
     @staticmethod
-    def backward(ctx, g):
-        a, b = ctx.saved_tensors
-        be = backend_of(g)
-        na, nb = ctx.needs_input_grad
-        return (be.sum_to_shape(g, _shape(a)) if na else None,
-                be.sum_to_shape(be.mul(g, be.neg(be.floor(be.div(a, b)))), _shape(b)) if nb else None)
+    def _grads(be, g, na, nb, a, b):
+        return (g if na else None), (be.mul(g, be.neg(be.floor(be.div(a, b)))) if nb else None)
 
 
 def _binary(fn_cls, opname, doc):

@@ -160,6 +160,16 @@ def _legacy(size_average, reduce, reduction, opname=None):
     return reduction
 
 
+def _weighted_operands(opname, input, target, weight):
+    """``(input, target, w, back)`` of a loss whose ``target`` has the input's shape: the two
+    in a float dtype (``back``: the dtype to cast the loss back to, see
+    :func:`_float_operands`) and ``weight`` (or None) an array of that dtype on their device
+    that broadcasts to their shape (:func:`_aux`)."""
+    (input, target), back = _float_operands(opname, input, target)
+    w = _aux(weight, backend_of(input.array), input.dtype, opname, "weight", input.shape)
+    return input, target, w, back
+
+
 def _pair(input, target, opname):
     """``input`` and ``target`` as tensors on one device."""
     input, target = _tensor(input, opname, "input"), _tensor(target, opname, "target")
@@ -427,9 +437,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
         raise LossShapeError(f"{opname}: using a target size {tuple(target.shape)} that is different to the "
                              f"input size {tuple(input.shape)} is not supported; please ensure they have the "
                              "same size")
-    (input, target), back = _float_operands(opname, input, target)
-    be = backend_of(input.array)
-    w = _aux(weight, be, input.dtype, opname, "weight", input.shape)
+    input, target, w, back = _weighted_operands(opname, input, target, weight)
     return cast_back(_BCEFn.apply(input, target, w, reduction), back)
 
 
@@ -518,10 +526,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     if tuple(target.shape) != tuple(input.shape):
         raise LossShapeError(f"{opname}: target size {tuple(target.shape)} must be the same as input size "
                              f"{tuple(input.shape)}")
-    (input, target), back = _float_operands(opname, input, target)
-    be = backend_of(input.array)
-    w = _aux(weight, be, input.dtype, opname, "weight", input.shape)
-    pw = _aux(pos_weight, be, input.dtype, opname, "pos_weight", input.shape)
+    input, target, w, back = _weighted_operands(opname, input, target, weight)
+    pw = _aux(pos_weight, backend_of(input.array), input.dtype, opname, "pos_weight", input.shape)
     return cast_back(_BCEWithLogitsFn.apply(input, target, w, pw, reduction), back)
 
 
@@ -876,7 +882,5 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
     if tuple(target.shape) != tuple(input.shape):
         raise LossShapeError(f"{opname}: target of shape {tuple(target.shape)} must have the input's shape "
                              f"{tuple(input.shape)}")
-    (input, target), back = _float_operands(opname, input, target)
-    be = backend_of(input.array)
-    w = _aux(weight, be, input.dtype, opname, "weight", input.shape)
+    input, target, w, back = _weighted_operands(opname, input, target, weight)
     return cast_back(_MultiLabelSoftMarginFn.apply(input, target, w, reduction), back)

@@ -127,6 +127,21 @@ def _param(p, x, opname, what, shape):
     return p
 
 
+def _affine(x, weight, bias, shape, opname):
+    """``(x, back, w, b)``: :func:`_float_input` and the weight and bias (each ``shape``, or
+    None) checked and cast by :func:`_param`."""
+    x, back = _float_input(x, opname)
+    return x, back, _param(weight, x, opname, "weight", shape), _param(bias, x, opname, "bias", shape)
+
+
+def _nc_input(input, opname, exc=ValueError, ndim=2, layout="(N, C, *)"):
+    """``input`` as a Tensor with at least ``ndim`` dimensions (``layout``), else ``exc``."""
+    x = as_tensor_arg(input, opname)
+    if x.ndim < ndim:
+        raise exc(f"{opname}: expected an input of shape {layout}, got {tuple(x.shape)} {x.dtype}")
+    return x
+
+
 def _normalized_shape(normalized_shape):
     if isinstance(normalized_shape, (int, np.integer)):
         return (int(normalized_shape),)
@@ -166,9 +181,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     x = as_tensor_arg(input, "layer_norm")
     shape = _normalized_shape(normalized_shape)
     _check_normalized(x, shape, "layer_norm")
-    x, back = _float_input(x, "layer_norm")
-    w = _param(weight, x, "layer_norm", "weight", shape)
-    b = _param(bias, x, "layer_norm", "bias", shape)
+    x, back, w, b = _affine(x, weight, bias, shape, "layer_norm")
     return cast_back(LayerNormFn.apply(x, w, b, math.prod(shape), True, float(eps)), back)
 
 
@@ -194,8 +207,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     x = as_tensor_arg(input, "rms_norm")
     shape = _normalized_shape(normalized_shape)
     _check_normalized(x, shape, "rms_norm")
-    x, back = _float_input(x, "rms_norm")
-    w = _param(weight, x, "rms_norm", "weight", shape)
+    x, back, w, _ = _affine(x, weight, None, shape, "rms_norm")
     if eps is None:
         eps = float(np.finfo(x.dtype).eps)
     return cast_back(LayerNormFn.apply(x, w, None, math.prod(shape), False, float(eps)), back)
@@ -205,6 +217,20 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
 def _ncl(be, a):
     """``a`` (N, C, *) as a C-contiguous (N, C, L) array."""
     return be.contiguous(a).reshape(a.shape[0], a.shape[1], math.prod(a.shape[2:]))
+
+
+def batch_stats(be, x3):
+    """``(mean, var, m)``: the per-channel mean and biased variance of ``x3`` (N, C, L) by
+    the stats kernel, and the count ``m`` of values per channel. An empty batch gives
+    statistics 0 (finite gradients, as torch). Also SyncBatchNorm's."""
+    C, dt = x3.shape[1], x3.dtype
+    m = x3.shape[0] * x3.shape[2]
+    if m == 0:
+        return be.zeros((C,), dt), be.zeros((C,), dt), m
+    mean = be.empty((C,), dt)
+    var = be.empty((C,), dt)
+    be.kernel("normalization", "batch_norm_stats")(x3, mean, var)
+    return mean, var, m
 
 
 class BatchNormFn(Function):
@@ -218,18 +244,10 @@ class BatchNormFn(Function):
         be = backend_of(x)
         dt = x.dtype
         x3 = _ncl(be, x)
-        C = x3.shape[1]
         if training:
-            m = x3.shape[0] * x3.shape[2]
-            if m == 0:  # an empty batch: statistics 0 (finite gradients), running buffers untouched, as torch
-                mean = be.zeros((C,), dt)
-                var = be.zeros((C,), dt)
-            else:
-                mean = be.empty((C,), dt)
-                var = be.empty((C,), dt)
-                be.kernel("normalization", "batch_norm_stats")(x3, mean, var)
+            mean, var, m = batch_stats(be, x3)
             invstd = 1.0 / np.sqrt(var + dt.type(eps))
-            if m and (rm is not None or rv is not None):
+            if m and (rm is not None or rv is not None):  # an empty batch leaves them untouched, as torch
                 mom = float(momentum)
                 if rm is not None:
                     np.copyto(rm, rm * (1.0 - mom) + mean * mom, casting="unsafe")
@@ -240,12 +258,8 @@ class BatchNormFn(Function):
             mean = be.astype(rm, dt)
             invstd = 1.0 / np.sqrt(be.astype(rv, dt) + dt.type(eps))
         invstd = be.astype(invstd, dt) if invstd.dtype != dt else invstd
-        out = be.empty(x3.shape, dt)
-        wk = _vec(be, w, dt)
-        be.kernel("normalization", "batch_norm_fwd")(x3, mean, invstd, wk, _vec(be, b, dt), out)
         ctx.training = bool(training)
-        ctx.save_for_backward(x, mean, invstd, wk)
-        return out.reshape(x.shape)
+        return batch_norm_out(ctx, be, x, x3, mean, invstd, w, b)
 
     @staticmethod
     def backward(ctx, g):
@@ -254,15 +268,32 @@ class BatchNormFn(Function):
         return batch_norm_returns(ctx, x, dx, dw, db)
 
 
+def batch_norm_out(ctx, be, x, x3, mean, invstd, w, b):
+    """The batch-norm forward kernel on ``x3`` (``x`` as (N, C, L)) with the per-channel
+    ``mean`` and ``invstd``; saves ``(x, mean, invstd, weight)`` for :func:`batch_norm_grads`
+    and returns the output in ``x``'s shape. Also SyncBatchNorm's."""
+    dt = x.dtype
+    out = be.empty(x3.shape, dt)
+    wk = _vec(be, w, dt)
+    be.kernel("normalization", "batch_norm_fwd")(x3, mean, invstd, wk, _vec(be, b, dt), out)
+    ctx.save_for_backward(x, mean, invstd, wk)
+    return out.reshape(x.shape)
+
+
+def _saved_ncl(ctx, g):
+    """``(be, x, mean, rstd, wk, g3, x3)`` of a norm node over (N, C, *) that saved
+    ``(x, mean, rstd, weight)``: ``g3``/``x3`` are ``g``/``x`` as (N, C, L)."""
+    be = backend_of(g)
+    x, mean, rstd, wk = ctx.saved_tensors
+    return be, x, mean, rstd, wk, _ncl(be, g), _ncl(be, x)
+
+
 def batch_norm_grads(ctx, g, training):
     """The batch-norm backward kernel on a node that saved ``(x, mean, invstd, weight)``:
     ``(dx as (N, C, L), dweight, dbias, x as (N, C, L))``; ``training``: batch statistics
     (else the statistics are constants: ``dx = g * weight * invstd``). Also SyncBatchNorm's."""
-    be = backend_of(g)
-    x, mean, invstd, wk = ctx.saved_tensors
+    be, x, mean, invstd, wk, g3, x3 = _saved_ncl(ctx, g)
     dt = x.dtype
-    g3 = _ncl(be, g)
-    x3 = _ncl(be, x)
     C = x3.shape[1]
     dx = be.empty(x3.shape, dt)
     dw = be.empty((C,), dt)
@@ -301,6 +332,11 @@ def _stat(t, C, opname, what, x):
     return t
 
 
+def _stats(running_mean, running_var, C, opname, x):
+    """The running mean and variance, each checked by :func:`_stat`."""
+    return (_stat(running_mean, C, opname, "running_mean", x), _stat(running_var, C, opname, "running_var", x))
+
+
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1,
                eps=1e-5):
     """Batch normalisation over every dimension but the channel dimension 1.
@@ -328,12 +364,9 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     Tensor
         The input's shape and dtype.
     """
-    x = as_tensor_arg(input, "batch_norm")
-    if x.ndim < 2:
-        raise ValueError(f"batch_norm: expected an input of shape (N, C, *), got {tuple(x.shape)} {x.dtype}")
+    x = _nc_input(input, "batch_norm")
     C = x.shape[1]
-    rm = _stat(running_mean, C, "batch_norm", "running_mean", x)
-    rv = _stat(running_var, C, "batch_norm", "running_var", x)
+    rm, rv = _stats(running_mean, running_var, C, "batch_norm", x)
     if training:
         _verify_batch_size(tuple(x.shape), "batch_norm")
         if eps <= 0.0:
@@ -343,9 +376,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     if not training and (rm is None or rv is None):
         raise RuntimeError("batch_norm: running_mean and running_var must be defined in evaluation mode "
                            "(training=False)")
-    x, back = _float_input(x, "batch_norm")
-    w = _param(weight, x, "batch_norm", "weight", (C,))
-    b = _param(bias, x, "batch_norm", "bias", (C,))
+    x, back, w, b = _affine(x, weight, bias, (C,), "batch_norm")
     if momentum is None:  # as torch.nn.functional.batch_norm (the modules resolve None themselves)
         raise TypeError("batch_norm(): argument 'momentum' must be float, not NoneType")
     y = BatchNormFn.apply(x, w, b, None if rm is None else rm.array, None if rv is None else rv.array,
@@ -381,22 +412,16 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     Tensor
     """
     from .shape import repeat
-    x = as_tensor_arg(input, "instance_norm")
-    if x.ndim < 3:
-        raise ValueError(f"instance_norm: expected an input of shape (N, C, L, ...), got {tuple(x.shape)} "
-                         f"{x.dtype}")
+    x = _nc_input(input, "instance_norm", ndim=3, layout="(N, C, L, ...)")
     N, C = x.shape[0], x.shape[1]
-    rm = _stat(running_mean, C, "instance_norm", "running_mean", x)
-    rv = _stat(running_var, C, "instance_norm", "running_var", x)
+    rm, rv = _stats(running_mean, running_var, C, "instance_norm", x)
     if use_input_stats and math.prod(x.shape[2:]) == 1:
         raise ValueError(f"instance_norm: Expected more than 1 spatial element when training, got input size "
                          f"{tuple(x.shape)}")
     if not use_input_stats and (rm is None or rv is None):
         raise RuntimeError("instance_norm: Expected running_mean and running_var to be defined when "
                            "use_input_stats is false")
-    x, back = _float_input(x, "instance_norm")
-    w = _param(weight, x, "instance_norm", "weight", (C,))
-    b = _param(bias, x, "instance_norm", "bias", (C,))
+    x, back, w, b = _affine(x, weight, bias, (C,), "instance_norm")
     be = backend_of(x.array)
 
     def tiled(t):
@@ -437,11 +462,8 @@ class GroupNormFn(Function):
 
     @staticmethod
     def backward(ctx, g):
-        be = backend_of(g)
-        x, mean, rstd, wk = ctx.saved_tensors
+        be, x, mean, rstd, wk, g3, x3 = _saved_ncl(ctx, g)
         dt = x.dtype
-        g3 = _ncl(be, g)
-        x3 = _ncl(be, x)
         N, C = x3.shape[0], x3.shape[1]
         dx = be.empty(x3.shape, dt)
         dwp = be.empty((N, C), dt)
@@ -470,16 +492,11 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     -------
     Tensor
     """
-    x = as_tensor_arg(input, "group_norm")
-    if x.ndim < 2:
-        raise RuntimeError(f"group_norm: expected an input of shape (N, C, *), got {tuple(x.shape)} "
-                           f"{x.dtype}")
+    x = _nc_input(input, "group_norm", RuntimeError)
     C = x.shape[1]
     num_groups = int(num_groups)
     if num_groups <= 0 or C % num_groups:
         raise RuntimeError(f"group_norm: expected number of channels in input to be divisible by num_groups, "
                            f"but got input of shape {tuple(x.shape)} and num_groups={num_groups}")
-    x, back = _float_input(x, "group_norm")
-    w = _param(weight, x, "group_norm", "weight", (C,))
-    b = _param(bias, x, "group_norm", "bias", (C,))
+    x, back, w, b = _affine(x, weight, bias, (C,), "group_norm")
     return cast_back(GroupNormFn.apply(x, w, b, num_groups, float(eps)), back)

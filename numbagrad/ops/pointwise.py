@@ -18,7 +18,7 @@ from ..autograd.function import Function
 from ..backend import backend_of
 from ..tensor import Tensor
 from ._util import be_of, binary_operands, as_tensor_arg
-from .elementwise import (_unary, _f, _ignore, _shape, add, sub, mul, div, log, log2, pow,
+from .elementwise import (_Binary, _unary, _f, _ignore, _shape, add, sub, mul, div, log, log2, pow,
                           where, eq, clamp, sign, neg, square, exp, sin, cos, sqrt, rsqrt,
                           abs, floor, ceil, round, trunc, frac, reciprocal, exp2, expm1,
                           log1p, log10, lt, le, gt, ge, ne, logical_and, logical_or,
@@ -267,7 +267,7 @@ def _bin_op(name, forward, backward, doc):
     """A binary op on float operands: ``forward(a, b) -> y`` and
     ``backward(a, b, y, g) -> (da, db)`` on backend arrays; gradients are summed back to
     each operand's shape."""
-    class Op(Function):
+    class Op(_Binary):
         @staticmethod
         def forward(ctx, a, b):
             with np.errstate(all="ignore"):
@@ -276,14 +276,10 @@ def _bin_op(name, forward, backward, doc):
             return y
 
         @staticmethod
-        def backward(ctx, g):
-            a, b, y = ctx.saved_tensors
-            be = backend_of(g)
-            na, nb = ctx.needs_input_grad
+        def _grads(be, g, na, nb, a, b, y):
             with np.errstate(all="ignore"):
                 da, db = backward(a, b, y, g)
-            return (be.sum_to_shape(da.astype(g.dtype, copy=False), _shape(a)) if na else None,
-                    be.sum_to_shape(db.astype(g.dtype, copy=False), _shape(b)) if nb else None)
+            return da.astype(g.dtype, copy=False), db.astype(g.dtype, copy=False)
 
     Op.__name__ = Op.__qualname__ = name.capitalize()
 

@@ -63,8 +63,14 @@ def _setup(ctx, x, geo):
     return P
 
 
-class MaxPool2dFn(Function):
-    """Max pool over (P, H, W) planes; ``box`` (a list) receives the int64 indices."""
+class _Pool2dFn(Function):
+    """One pool over (P, H, W) planes, forward and backward one launch each of the kernels
+    ``fwd`` and ``bwd``, which take the planes, the output (the input's gradient in
+    backward) and the int ``params`` (a tuple, empty for the adaptive pools). A max pool
+    (``indices``) also records int64 indices, saved for backward (between the planes and
+    the gradient) and appended to ``box`` (a list) when one is given."""
+    fwd = bwd = None
+    indices = False
 
     @staticmethod
     def forward(ctx, x, geo, params, box):
@@ -72,85 +78,40 @@ class MaxPool2dFn(Function):
         P = _setup(ctx, x, geo)
         _, H, W, OH, OW, out_shape = geo
         out = be.empty((P, OH, OW), x.dtype)
-        idx = be.empty((P, OH, OW), np.int64)
-        be.kernel("pooling", "max_pool2d_fwd")(_planes(be, x, P, H, W), out, idx, *params)
+        idx = (be.empty((P, OH, OW), np.int64),) if ctx.indices else ()
+        be.kernel("pooling", ctx.fwd)(_planes(be, x, P, H, W), out, *idx, *params)
         ctx.params = params
-        ctx.save_for_backward(idx)
-        if box is not None:
-            box.append(idx.reshape(out_shape))
+        if idx:
+            ctx.save_for_backward(*idx)
+            if box is not None:
+                box.append(idx[0].reshape(out_shape))
         return out.reshape(out_shape)
 
     @staticmethod
     def backward(ctx, g):
         be = backend_of(g)
-        (idx,) = ctx.saved_tensors
+        idx = ctx.saved_tensors if ctx.indices else ()
         P, H, W, OH, OW, xshape = ctx.geo
         gx = be.empty((P, H, W), g.dtype)
-        be.kernel("pooling", "max_pool2d_bwd")(_planes(be, g, P, OH, OW), idx, gx, *ctx.params)
+        be.kernel("pooling", ctx.bwd)(_planes(be, g, P, OH, OW), *idx, gx, *ctx.params)
         return gx.reshape(xshape), None, None, None
 
 
-class AvgPool2dFn(Function):
-    @staticmethod
-    def forward(ctx, x, geo, params):
-        be = backend_of(x)
-        P = _setup(ctx, x, geo)
-        _, H, W, OH, OW, out_shape = geo
-        out = be.empty((P, OH, OW), x.dtype)
-        be.kernel("pooling", "avg_pool2d_fwd")(_planes(be, x, P, H, W), out, *params)
-        ctx.params = params
-        return out.reshape(out_shape)
-
-    @staticmethod
-    def backward(ctx, g):
-        be = backend_of(g)
-        P, H, W, OH, OW, xshape = ctx.geo
-        gx = be.empty((P, H, W), g.dtype)
-        be.kernel("pooling", "avg_pool2d_bwd")(_planes(be, g, P, OH, OW), gx, *ctx.params)
-        return gx.reshape(xshape), None, None
+class MaxPool2dFn(_Pool2dFn):
+    """Max pool over (P, H, W) planes; ``box`` (a list) receives the int64 indices."""
+    fwd, bwd, indices = "max_pool2d_fwd", "max_pool2d_bwd", True
 
 
-class AdaptiveAvgPool2dFn(Function):
-    @staticmethod
-    def forward(ctx, x, geo):
-        be = backend_of(x)
-        P = _setup(ctx, x, geo)
-        _, H, W, OH, OW, out_shape = geo
-        out = be.empty((P, OH, OW), x.dtype)
-        be.kernel("pooling", "adaptive_avg_pool2d_fwd")(_planes(be, x, P, H, W), out)
-        return out.reshape(out_shape)
-
-    @staticmethod
-    def backward(ctx, g):
-        be = backend_of(g)
-        P, H, W, OH, OW, xshape = ctx.geo
-        gx = be.empty((P, H, W), g.dtype)
-        be.kernel("pooling", "adaptive_avg_pool2d_bwd")(_planes(be, g, P, OH, OW), gx)
-        return gx.reshape(xshape), None
+class AvgPool2dFn(_Pool2dFn):
+    fwd, bwd = "avg_pool2d_fwd", "avg_pool2d_bwd"
 
 
-class AdaptiveMaxPool2dFn(Function):
-    @staticmethod
-    def forward(ctx, x, geo, box):
-        be = backend_of(x)
-        P = _setup(ctx, x, geo)
-        _, H, W, OH, OW, out_shape = geo
-        out = be.empty((P, OH, OW), x.dtype)
-        idx = be.empty((P, OH, OW), np.int64)
-        be.kernel("pooling", "adaptive_max_pool2d_fwd")(_planes(be, x, P, H, W), out, idx)
-        ctx.save_for_backward(idx)
-        if box is not None:
-            box.append(idx.reshape(out_shape))
-        return out.reshape(out_shape)
+class AdaptiveAvgPool2dFn(_Pool2dFn):
+    fwd, bwd = "adaptive_avg_pool2d_fwd", "adaptive_avg_pool2d_bwd"
 
-    @staticmethod
-    def backward(ctx, g):
-        be = backend_of(g)
-        (idx,) = ctx.saved_tensors
-        P, H, W, OH, OW, xshape = ctx.geo
-        gx = be.empty((P, H, W), g.dtype)
-        be.kernel("pooling", "adaptive_max_pool2d_bwd")(_planes(be, g, P, OH, OW), idx, gx)
-        return gx.reshape(xshape), None, None
+
+class AdaptiveMaxPool2dFn(_Pool2dFn):
+    fwd, bwd, indices = "adaptive_max_pool2d_fwd", "adaptive_max_pool2d_bwd", True
 
 
 # ---- argument handling -----------------------------------------------------------------------
@@ -277,7 +238,7 @@ def _avg_pool(name, nsp, input, kernel_size, stride, padding, ceil_mode, count_i
             raise RuntimeError(f"{name}: divisor must be not zero")
     k, s, p = _as2d(k, nsp, 1), _as2d(s, nsp, 1), _as2d(p, nsp, 0)
     params = (k[0], k[1], s[0], s[1], p[0], p[1], int(bool(count_include_pad)), div)
-    return cast_back(AvgPool2dFn.apply(x, _geo(x, nsp, o), params), back)
+    return cast_back(AvgPool2dFn.apply(x, _geo(x, nsp, o), params, None), back)
 
 
 def _adaptive_size(name, x, nsp, output_size):
@@ -299,10 +260,8 @@ def _adaptive(name, nsp, input, output_size, fn, return_indices=False):
     x, back = _float_input(input, name, (nsp + 1, nsp + 2))
     o = _adaptive_size(name, x, nsp, output_size)
     geo = _geo(x, nsp, o)
-    if fn is AdaptiveAvgPool2dFn:
-        return cast_back(fn.apply(x, geo), back)
     box = [] if return_indices else None
-    y = cast_back(fn.apply(x, geo, box), back)
+    y = cast_back(fn.apply(x, geo, (), box), back)
     if return_indices:
         return y, _returned_indices(y, box[0])
     return y
@@ -481,22 +440,9 @@ def _lp_pool(name, nsp, input, norm_type, kernel_size, stride, ceil_mode):
 
 
 def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
-    """Power-average pooling ``(sum over the window of x ** p) ** (1 / p)`` along the last
-    dimension (as ``torch.nn.functional.lp_pool1d``: composed from ``avg_pool1d``).
-
-    Parameters
-    ----------
-    input : Tensor
-    norm_type : float
-        ``p``.
-    kernel_size : int
-    stride : int, optional
-    ceil_mode : bool
-
-    Returns
-    -------
-    Tensor
-    """
+    """Power-average pooling along the last dimension: :func:`lp_pool2d` with a window of
+    one row, so ``kernel_size`` and ``stride`` are ints (as ``torch.nn.functional.lp_pool1d``:
+    composed from ``avg_pool1d``). Parameters and result as :func:`lp_pool2d`'s."""
     return _lp_pool("lp_pool1d", 1, input, norm_type, kernel_size, stride, ceil_mode)
 
 

@@ -26,6 +26,14 @@ def _squeeze(y, axes, keepdim):
     return y if keepdim else y.reshape(tuple(s for i, s in enumerate(y.shape) if i not in axes))
 
 
+def _kept(ctx, y, axes, keepdim, *saved):
+    """A forward's last step for a ``keepdims=True`` reduction ``y`` over ``axes``: save
+    ``saved`` and ``axes`` for backward and return ``y`` as the caller asked."""
+    ctx.save_for_backward(*saved)
+    ctx.axes = axes
+    return _squeeze(y, axes, keepdim)
+
+
 class Sum(Function):
     @staticmethod
     def forward(ctx, x, axes, keepdim):
@@ -152,14 +160,12 @@ class Prod(Function):
     def forward(ctx, x, axes, keepdim):
         be = backend_of(x)
         y = be.prod(x, axis=axes, keepdims=True)
-        ctx.save_for_backward(x, y)
-        ctx.meta = (axes,)
-        return _squeeze(y, axes, keepdim)
+        return _kept(ctx, y, axes, keepdim, x, y)
 
     @staticmethod
     def backward(ctx, g):
         x, y = ctx.saved_tensors
-        (axes,) = ctx.meta
+        axes = ctx.axes
         g = g.reshape(y.shape)
         # d prod / d x_i = prod of the others; computed with exclusive cumulative
         # products along the flattened reduced axes so zeros in x are exact.
@@ -197,9 +203,7 @@ class _Extreme(Function):
         if x.size == 0:
             raise RuntimeError(f"{ctx._fn}: cannot reduce an empty tensor of shape {tuple(x.shape)}")
         y = getattr(be, ctx._fn)(x, axis=axes, keepdims=True)
-        ctx.save_for_backward(x, y)
-        ctx.axes = axes
-        return _squeeze(y, axes, keepdim)
+        return _kept(ctx, y, axes, keepdim, x, y)
 
     @staticmethod
     def backward(ctx, g):
@@ -343,9 +347,7 @@ class LogSumExp(Function):
         s = be.sum(e, axis=axes, keepdims=True)
         with np.errstate(divide="ignore"):
             y = be.add(be.log(s), m)
-        ctx.save_for_backward(x, m, s)
-        ctx.axes = axes
-        return _squeeze(y, axes, keepdim)
+        return _kept(ctx, y, axes, keepdim, x, m, s)
 
     @staticmethod
     def backward(ctx, g):
@@ -377,9 +379,8 @@ class PNorm(Function):
             n = be.sqrt(be.sum(be.mul(x, x), axis=axes, keepdims=True))
         else:
             n = be.pow(be.sum(be.pow(be.abs(x), t(p)), axis=axes, keepdims=True), t(1.0 / p))
-        ctx.save_for_backward(x, n)
         ctx.p = p
-        return _squeeze(n, axes, keepdim)
+        return _kept(ctx, n, axes, keepdim, x, n)
 
     @staticmethod
     def backward(ctx, g):

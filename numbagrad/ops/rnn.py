@@ -120,6 +120,29 @@ def _weight_grads(be, needs, dxg, dhg, x2, hprev2, w_ih, has_bias):
     return dx, dwih, dwhh, dbih, dbhh
 
 
+def _sequence_grads(be, needs, dxg, dhg, x2, Hs, sp, w_ih, has_bias):
+    """:func:`_weight_grads` of a whole layer: the (T, B, G) gate gradients ``dxg``/``dhg``
+    (one array when both are the same) against the stacked inputs ``x2`` and the hidden
+    states ``Hs[sp:sp + T]``; ``dx`` comes back as (T, B, in)."""
+    T, B, G = dxg.shape
+    dxg2 = dxg.reshape(T * B, G)
+    dhg2 = dxg2 if dhg is dxg else dhg.reshape(T * B, G)
+    hprev2 = Hs[sp:sp + T].reshape(T * B, Hs.shape[2])
+    dx, dwih, dwhh, dbih, dbhh = _weight_grads(be, needs, dxg2, dhg2, x2, hprev2, w_ih, has_bias)
+    return (None if dx is None else dx.reshape(T, B, x2.shape[1])), dwih, dwhh, dbih, dbhh
+
+
+def _step_inputs(ctx, x, h, w_ih, w_hh, b1, b2):
+    """``(be, x, h, xg, hg)`` of one cell step: its backend, the contiguous ``x`` and ``h`` and
+    their pre-activations ``x @ W_ih^T (+ b1 + b2)`` and ``h @ W_hh^T``; records on ``ctx``
+    whether the cell has biases (``b1`` given)."""
+    be = backend_of(x)
+    x = be.contiguous(x)
+    h = be.contiguous(h)
+    ctx.has_bias = b1 is not None
+    return be, x, h, _input_proj(be, x, w_ih, b1, b2), be.dot_t(h, w_hh, trans_b=True)
+
+
 def _colsum(be, a):
     """Column sums of a 2-D array as a GEMM ``ones (1, n) @ a``: for the (T*B, 4H) = (1600,
     512) float32 gate gradients of the LSTM benchmark 80 us against 145 us for
@@ -234,12 +257,8 @@ class LSTMLayer(Function):
                 gc, gc2 = gc2, gc
                 if t != last or nh0:
                     be.mm_into(dG[t], w_hh, gh)
-        dG2 = dG.reshape(T * B, G)
-        hprev2 = Hs[sp:sp + T].reshape(T * B, P)
-        dx, dwih, dwhh, dbih, dbhh = _weight_grads(be, (nx, nwih, nwhh, nbih, nbhh), dG2, dG2, x2, hprev2,
-                                                   w_ih, ctx.has_bias)
-        if dx is not None:
-            dx = dx.reshape(T, B, x2.shape[1])
+        dx, dwih, dwhh, dbih, dbhh = _sequence_grads(be, (nx, nwih, nwhh, nbih, nbhh), dG, dG, x2, Hs, sp,
+                                                     w_ih, ctx.has_bias)
         dwhr = None
         if GP is not None and nwhr:
             dwhr = be.dot_t(GP.reshape(T * B, P), HR.reshape(T * B, H), trans_a=True)
@@ -309,11 +328,8 @@ class GRULayer(Function):
             if i < n_mm:
                 mm(dht, w_hh, out=ghr)
                 add(ghd, ghr, out=gh)
-        hprev2 = Hs[sp:sp + T].reshape(T * B, H)
-        dx, dwih, dwhh, dbih, dbhh = _weight_grads(be, (nx, nwih, nwhh, nbih, nbhh), dXG.reshape(T * B, G),
-                                                   dHG.reshape(T * B, G), x2, hprev2, w_ih, ctx.has_bias)
-        if dx is not None:
-            dx = dx.reshape(T, B, x2.shape[1])
+        dx, dwih, dwhh, dbih, dbhh = _sequence_grads(be, (nx, nwih, nwhh, nbih, nbhh), dXG, dHG, x2, Hs, sp,
+                                                     w_ih, ctx.has_bias)
         return dx, (gh if nh0 else None), dwih, dwhh, dbih, dbhh, None
 
 
@@ -369,84 +385,88 @@ class RNNLayer(Function):
             k(gy[t], gh, Hs[t + so], nonlin, dP[t])
             if t != last or nh0:
                 be.mm_into(dP[t], w_hh, gh)
-        dP2 = dP.reshape(T * B, H)
-        hprev2 = Hs[sp:sp + T].reshape(T * B, H)
-        dx, dwih, dwhh, dbih, dbhh = _weight_grads(be, (nx, nwih, nwhh, nbih, nbhh), dP2, dP2, x2, hprev2,
-                                                   w_ih, ctx.has_bias)
-        if dx is not None:
-            dx = dx.reshape(T, B, x2.shape[1])
+        dx, dwih, dwhh, dbih, dbhh = _sequence_grads(be, (nx, nwih, nwhh, nbih, nbhh), dP, dP, x2, Hs, sp,
+                                                     w_ih, ctx.has_bias)
         return dx, (gh if nh0 else None), dwih, dwhh, dbih, dbhh, None, None
 
 
 # ---- single steps (one Function per call) --------------------------------------------------------------
-class LSTMCellFn(Function):
+class _CellFn(Function):
+    """One recurrent step, ``forward(x, h, ..., w_ih, w_hh, b_ih, b_hh, ...)`` with ``w_ih``
+    the argument ``w_at``. ``forward`` saves ``(x, h, w_ih, w_hh, *state)``; ``backward``
+    asks ``_gate_grads(be, grads, h, *state)`` for the gradients of the input- and
+    hidden-side pre-activations ``(dxg, dhg)`` (one array when they are the same), the part
+    of ``dh`` that does not pass through ``W_hh`` (or None) and the gradients of the
+    arguments between ``h`` and ``w_ih`` (LSTM: ``c``), then adds the GEMMs: those of
+    :func:`_weight_grads` and ``dh += dhg @ W_hh``."""
+    w_at = 2
+
+    @staticmethod
+    def backward(ctx, *grads):
+        x, h, w_ih, w_hh, *state = ctx.saved_tensors
+        be = backend_of(x)
+        dxg, dhg, dh, mid = ctx._gate_grads(be, grads, h, *state)
+        n = ctx.needs_input_grad
+        w = ctx.w_at
+        dx, dwih, dwhh, dbih, dbhh = _weight_grads(be, (n[0],) + tuple(n[w:w + 4]), dxg, dhg, x, h, w_ih,
+                                                   ctx.has_bias)
+        if not n[1]:
+            dh = None
+        elif dh is None:
+            dh = be.dot_t(dhg, w_hh)
+        else:
+            dh = np.add(dh, be.dot_t(dhg, w_hh), out=dh)
+        return (dx, dh, *mid, dwih, dwhh, dbih, dbhh) + (None,) * (len(n) - w - 4)
+
+
+class LSTMCellFn(_CellFn):
     """forward(x (B, in), h (B, H), c (B, H), w_ih, w_hh, b_ih, b_hh) -> (h', c')."""
+    w_at = 3
 
     @staticmethod
     def forward(ctx, x, h, c, w_ih, w_hh, b_ih, b_hh):
-        be = backend_of(x)
-        B = x.shape[0]
-        G = w_hh.shape[0]
+        be, x, h, xg, hg = _step_inputs(ctx, x, h, w_ih, w_hh, b_ih, b_hh)
+        B, G = x.shape[0], w_hh.shape[0]
         H = G // 4
         dt = x.dtype
-        x = be.contiguous(x)
-        h = be.contiguous(h)
         c = be.contiguous(c)
-        xg = _input_proj(be, x, w_ih, b_ih, b_hh)
-        hg = be.dot_t(h, w_hh, trans_b=True)
         act = be.empty((B, G), dt)
         tc = be.empty((B, H), dt)
         c1 = be.empty((B, H), dt)
         h1 = be.empty((B, H), dt)
         be.kernel("rnn", "lstm_cell_fwd")(xg, hg, c, act, tc, c1, h1)
-        ctx.has_bias = b_ih is not None
-        ctx.save_for_backward(x, h, c, w_ih, w_hh, act, tc)
+        ctx.save_for_backward(x, h, w_ih, w_hh, c, act, tc)
         return h1, c1
 
-    @staticmethod
-    def backward(ctx, gh, gc):
-        x, h, c, w_ih, w_hh, act, tc = ctx.saved_tensors
-        be = backend_of(act)
-        nx, nh, nc, nwih, nwhh, nbih, nbhh = ctx.needs_input_grad
+    def _gate_grads(ctx, be, grads, h, c, act, tc):
+        gh, gc = grads
         B, G = act.shape
         H = G // 4
         dG = be.empty((B, G), act.dtype)
         dc = be.empty((B, H), act.dtype)
         be.kernel("rnn", "lstm_cell_bwd")(be.contiguous(gh), be.zeros((B, H), act.dtype), be.contiguous(gc),
                                           act, tc, c, dG, dc)
-        dx, dwih, dwhh, dbih, dbhh = _weight_grads(be, (nx, nwih, nwhh, nbih, nbhh), dG, dG, x, h, w_ih,
-                                                   ctx.has_bias)
-        dh = be.dot_t(dG, w_hh) if nh else None
-        return dx, dh, (dc if nc else None), dwih, dwhh, dbih, dbhh
+        return dG, dG, None, ((dc if ctx.needs_input_grad[2] else None),)
 
 
-class GRUCellFn(Function):
+class GRUCellFn(_CellFn):
     """forward(x (B, in), h (B, H), w_ih, w_hh, b_ih, b_hh) -> h'."""
 
     @staticmethod
     def forward(ctx, x, h, w_ih, w_hh, b_ih, b_hh):
-        be = backend_of(x)
-        B = x.shape[0]
-        G = w_hh.shape[0]
+        be, x, h, xg, hg = _step_inputs(ctx, x, h, w_ih, w_hh, b_ih, None)
+        B, G = x.shape[0], w_hh.shape[0]
         H = G // 3
         dt = x.dtype
-        x = be.contiguous(x)
-        h = be.contiguous(h)
-        xg = _input_proj(be, x, w_ih, b_ih, None)
-        hg = be.dot_t(h, w_hh, trans_b=True)
         bhh = b_hh if b_hh is not None else be.zeros((G,), dt)
         act = be.empty((B, 4 * H), dt)
         h1 = be.empty((B, H), dt)
         be.kernel("rnn", "gru_cell_fwd")(xg, hg, bhh, h, act, h1)
-        ctx.has_bias = b_ih is not None
         ctx.save_for_backward(x, h, w_ih, w_hh, act)
         return h1
 
-    @staticmethod
-    def backward(ctx, g):
-        x, h, w_ih, w_hh, act = ctx.saved_tensors
-        be = backend_of(act)
-        nx, nh, nwih, nwhh, nbih, nbhh = ctx.needs_input_grad
+    def _gate_grads(ctx, be, grads, h, act):
+        (g,) = grads
         B, G4 = act.shape
         H = G4 // 4
         dt = act.dtype
@@ -454,43 +474,26 @@ class GRUCellFn(Function):
         dhg = be.empty((B, 3 * H), dt)
         dh = be.empty((B, H), dt)
         be.kernel("rnn", "gru_cell_bwd")(be.contiguous(g), be.zeros((B, H), dt), act, h, dxg, dhg, dh)
-        dx, dwih, dwhh, dbih, dbhh = _weight_grads(be, (nx, nwih, nwhh, nbih, nbhh), dxg, dhg, x, h, w_ih,
-                                                   ctx.has_bias)
-        if nh:
-            dh = np.add(dh, be.dot_t(dhg, w_hh), out=dh)
-        return dx, (dh if nh else None), dwih, dwhh, dbih, dbhh
+        return dxg, dhg, dh, ()
 
 
-class RNNCellFn(Function):
+class RNNCellFn(_CellFn):
     """forward(x (B, in), h (B, H), w_ih, w_hh, b_ih, b_hh, nonlin) -> h'."""
 
     @staticmethod
     def forward(ctx, x, h, w_ih, w_hh, b_ih, b_hh, nonlin):
-        be = backend_of(x)
-        B = x.shape[0]
-        H = w_hh.shape[0]
-        x = be.contiguous(x)
-        h = be.contiguous(h)
-        xg = _input_proj(be, x, w_ih, b_ih, b_hh)
-        hg = be.dot_t(h, w_hh, trans_b=True)
-        h1 = be.empty((B, H), x.dtype)
+        be, x, h, xg, hg = _step_inputs(ctx, x, h, w_ih, w_hh, b_ih, b_hh)
+        h1 = be.empty((x.shape[0], w_hh.shape[0]), x.dtype)
         be.kernel("rnn", "rnn_cell_fwd")(xg, hg, nonlin, h1)
-        ctx.has_bias = b_ih is not None
         ctx.nonlin = nonlin
         ctx.save_for_backward(x, h, w_ih, w_hh, h1)
         return h1
 
-    @staticmethod
-    def backward(ctx, g):
-        x, h, w_ih, w_hh, h1 = ctx.saved_tensors
-        be = backend_of(h1)
-        nx, nh, nwih, nwhh, nbih, nbhh, _ = ctx.needs_input_grad
+    def _gate_grads(ctx, be, grads, h, h1):
+        (g,) = grads
         dp = be.empty(h1.shape, h1.dtype)
         be.kernel("rnn", "rnn_cell_bwd")(be.contiguous(g), be.zeros(h1.shape, h1.dtype), h1, ctx.nonlin, dp)
-        dx, dwih, dwhh, dbih, dbhh = _weight_grads(be, (nx, nwih, nwhh, nbih, nbhh), dp, dp, x, h, w_ih,
-                                                   ctx.has_bias)
-        dh = be.dot_t(dp, w_hh) if nh else None
-        return dx, dh, dwih, dwhh, dbih, dbhh, None
+        return dp, dp, None, ()
 
 
 # ---- argument checks ---------------------------------------------------------------------------------

@@ -303,14 +303,21 @@ def broadcast_tensors(*tensors):
     return tuple(expand(t, shape) for t in tensors)
 
 
-class Contiguous(Function):
+class _Copy(Function):
+    """``x`` through the backend's ``_copy`` primitive; the gradient passes through."""
+    _copy = None
+
     @staticmethod
     def forward(ctx, x):
-        return backend_of(x).contiguous(x)
+        return getattr(backend_of(x), ctx._copy)(x)
 
     @staticmethod
     def backward(ctx, g):
         return g
+
+
+class Contiguous(_Copy):
+    _copy = "contiguous"
 
 
 def contiguous(input):
@@ -320,14 +327,8 @@ def contiguous(input):
     return Contiguous.apply(input)
 
 
-class Clone(Function):
-    @staticmethod
-    def forward(ctx, x):
-        return backend_of(x).copy(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        return g
+class Clone(_Copy):
+    _copy = "copy"
 
 
 def clone(input):

@@ -119,6 +119,16 @@ def argsort(input, dim=-1, descending=False, *, stable=False):
     return _host("argsort", lambda a: _argsort(a, dim, descending), input)
 
 
+def _selected(opname, input, k, dim, descending, kth):
+    """``(input, dim, idx)`` of ``topk`` and ``kthvalue``: ``input`` as a Tensor, ``dim``
+    wrapped, and the int64 positions along it, found on the host, of the first ``k``
+    elements in sorted order (``kth``: of the ``k``-th alone, ``k`` counted from 1)."""
+    input = as_tensor_arg(input, opname)
+    dim = wrap_dim(dim, input.ndim, opname)
+    k = _check_k(opname, k, 1 if kth else 0, input.shape, dim)
+    return input, dim, _host(opname, lambda a: _argsort(a, dim, descending, k - 1 if kth else 0, k), input)
+
+
 def topk(input, k, dim=-1, largest=True, sorted=True):
     """The ``k`` largest (or, with ``largest=False``, smallest) elements along ``dim``.
 
@@ -138,10 +148,7 @@ def topk(input, k, dim=-1, largest=True, sorted=True):
         ``dim`` has size ``k``; ``values`` is a differentiable gather. NaN counts as the
         largest value.
     """
-    input = as_tensor_arg(input, "topk")
-    dim = wrap_dim(dim, input.ndim, "topk")
-    k = _check_k("topk", k, 0, input.shape, dim)
-    idx = _host("topk", lambda a: _argsort(a, dim, largest, 0, k), input)
+    input, dim, idx = _selected("topk", input, k, dim, largest, False)
     return _TopK(gather(input, dim, idx), idx)
 
 
@@ -162,10 +169,7 @@ def kthvalue(input, k, dim=-1, keepdim=False):
     (values, indices) : namedtuple
         ``values`` is a differentiable gather; ``indices`` is int64.
     """
-    input = as_tensor_arg(input, "kthvalue")
-    dim = wrap_dim(dim, input.ndim, "kthvalue")
-    k = _check_k("kthvalue", k, 1, input.shape, dim)
-    idx = _host("kthvalue", lambda a: _argsort(a, dim, False, k - 1, k), input)
+    input, dim, idx = _selected("kthvalue", input, k, dim, False, True)
     values = gather(input, dim, idx)
     if not keepdim and input.ndim:
         values, idx = squeeze(values, dim), squeeze(idx, dim)

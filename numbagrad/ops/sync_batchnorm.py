@@ -21,7 +21,8 @@ from ..autograd.function import Function
 from ..backend import backend_of
 from ..distributed.collectives import allreduce_array
 from ._util import cast_back
-from .normalization import _float_input, _ncl, _param, _stat, _vec, batch_norm_grads, batch_norm_returns
+from .normalization import (_affine, _nc_input, _ncl, _stats, batch_norm_grads, batch_norm_out,
+                            batch_norm_returns, batch_stats)
 
 __all__ = ["sync_batch_norm"]
 
@@ -35,12 +36,9 @@ class SyncBatchNormFn(Function):
         dt = x.dtype
         x3 = _ncl(be, x)
         C = x3.shape[1]
-        m = x3.shape[0] * x3.shape[2]
+        mean, var, m = batch_stats(be, x3)
         sums = np.zeros(2 * C + 1, np.float64)
         if m:
-            mean = be.empty((C,), dt)
-            var = be.empty((C,), dt)
-            be.kernel("normalization", "batch_norm_stats")(x3, mean, var)
             mu = be.to_numpy(mean).astype(np.float64)
             sums[:C] = m * mu
             sums[C:2 * C] = m * (be.to_numpy(var) + mu * mu)
@@ -59,12 +57,8 @@ class SyncBatchNormFn(Function):
             np.copyto(rv, be.asarray(be.to_numpy(rv) * (1.0 - mom) + gvar * (M / (M - 1)) * mom), casting="unsafe")
         mean = be.asarray(gmean.astype(dt))
         invstd = be.asarray((1.0 / np.sqrt(gvar + eps)).astype(dt))
-        out = be.empty(x3.shape, dt)
-        wk = _vec(be, w, dt)
-        be.kernel("normalization", "batch_norm_fwd")(x3, mean, invstd, wk, _vec(be, b, dt), out)
         ctx.M, ctx.comm = M, comm
-        ctx.save_for_backward(x, mean, invstd, wk)
-        return out.reshape(x.shape)
+        return batch_norm_out(ctx, be, x, x3, mean, invstd, w, b)
 
     @staticmethod
     def backward(ctx, g):
@@ -91,18 +85,12 @@ class SyncBatchNormFn(Function):
 def sync_batch_norm(input, running_mean, running_var, weight, bias, momentum, eps, comm):
     """Training-mode batch norm with the global batch's statistics over the communicator
     ``comm`` (see the module docstring); ``running_mean``/``running_var`` (or None) move in place."""
-    from ._util import as_tensor_arg
-    x = as_tensor_arg(input, "SyncBatchNorm")
-    if x.ndim < 2:
-        raise ValueError(f"SyncBatchNorm: expected an input of shape (N, C, *), got {tuple(x.shape)} {x.dtype}")
+    x = _nc_input(input, "SyncBatchNorm")
     C = x.shape[1]
-    rm = _stat(running_mean, C, "SyncBatchNorm", "running_mean", x)
-    rv = _stat(running_var, C, "SyncBatchNorm", "running_var", x)
+    rm, rv = _stats(running_mean, running_var, C, "SyncBatchNorm", x)
     if eps <= 0.0:
         raise ValueError(f"SyncBatchNorm: eps must be positive during training, but got {eps}")
-    x, back = _float_input(x, "SyncBatchNorm")
-    w = _param(weight, x, "SyncBatchNorm", "weight", (C,))
-    b = _param(bias, x, "SyncBatchNorm", "bias", (C,))
+    x, back, w, b = _affine(x, weight, bias, (C,), "SyncBatchNorm")
     y = SyncBatchNormFn.apply(x, w, b, None if rm is None else rm.array, None if rv is None else rv.array,
                               float(momentum), float(eps), comm)
     for t in (rm, rv):

@@ -38,6 +38,7 @@ class Adadelta(Optimizer):
     """
 
     _uses_step = True
+    _state_names = ("square_avg", "acc_delta")
 
     def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *, capturable=False,
                  maximize=False, differentiable=False):
@@ -46,9 +47,6 @@ class Adadelta(Optimizer):
         defaults = dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize,
                         capturable=capturable, foreach=foreach, differentiable=differentiable)
         super().__init__(params, defaults)
-
-    def _state_keys(self, group):
-        return ("square_avg", "acc_delta")
 
     def _update_bucket(self, h, b, t):
         """One Adadelta update of bucket ``b`` (``h``: the group's hyperparameters)."""

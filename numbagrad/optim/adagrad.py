@@ -46,6 +46,7 @@ class Adagrad(Optimizer):
     """
 
     _uses_step = True
+    _state_names = ("sum",)
 
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10,
                  foreach=None, *, maximize=False, differentiable=False, fused=None):
@@ -66,9 +67,6 @@ class Adagrad(Optimizer):
                 st["step"] = Tensor._from_array(np.zeros((), np.float32))
                 st["sum"] = Tensor._from_array(
                     backend_of(p.array).full(p.array.shape, initial_accumulator_value, p.array.dtype))
-
-    def _state_keys(self, group):
-        return ("sum",)
 
     def _initial_value(self, key):
         # parameters without state (added later, or missing from a loaded state dict)

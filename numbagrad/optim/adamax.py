@@ -37,6 +37,7 @@ class Adamax(Optimizer):
     """
 
     _uses_step = True
+    _state_names = ("exp_avg", "exp_inf")
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, foreach=None, *,
                  maximize=False, differentiable=False, capturable=False):
@@ -44,9 +45,6 @@ class Adamax(Optimizer):
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, foreach=foreach,
                         maximize=maximize, differentiable=differentiable, capturable=capturable)
         super().__init__(params, defaults)
-
-    def _state_keys(self, group):
-        return ("exp_avg", "exp_inf")
 
     def _update_bucket(self, h, b, t):
         """One Adamax update of bucket ``b`` (``h``: the group's hyperparameters)."""

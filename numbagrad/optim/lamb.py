@@ -69,6 +69,7 @@ class Lamb(Optimizer):
     """
 
     _uses_step = True
+    _state_names = ("exp_avg", "exp_avg_sq")
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-6, weight_decay=0, *, bias_correction=True,
                  clamp_value=10.0, always_adapt=False, maximize=False, foreach=None, capturable=False,
@@ -81,9 +82,6 @@ class Lamb(Optimizer):
                         bias_correction=bias_correction, clamp_value=clamp_value, always_adapt=always_adapt,
                         maximize=maximize)
         super().__init__(params, defaults)
-
-    def _state_keys(self, group):
-        return ("exp_avg", "exp_avg_sq")
 
     def _update_bucket(self, h, b, t):
         """One LAMB update of bucket ``b`` (``h``: the group's hyperparameters)."""

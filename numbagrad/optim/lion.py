@@ -44,6 +44,7 @@ class Lion(Optimizer):
     """
 
     _uses_step = True
+    _state_names = ("exp_avg",)
 
     def __init__(self, params, lr=1e-4, betas=(0.9, 0.99), weight_decay=0, *, maximize=False, foreach=None,
                  capturable=False, differentiable=False, fused=None):
@@ -51,9 +52,6 @@ class Lion(Optimizer):
                      differentiable=differentiable)
         defaults = dict(lr=lr, betas=tuple(betas), weight_decay=weight_decay, maximize=maximize)
         super().__init__(params, defaults)
-
-    def _state_keys(self, group):
-        return ("exp_avg",)
 
     def _update_bucket(self, h, b, t):
         """One Lion update of bucket ``b`` (``h``: the group's hyperparameters)."""

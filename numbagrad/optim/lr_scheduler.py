@@ -381,55 +381,67 @@ class MultiStepLR(LRScheduler):
             self.milestones = Counter({int(k): int(v) for k, v in dict(milestones).items()})
 
 
-class ConstantLR(LRScheduler):
-    """Scale the lr by ``factor`` until epoch ``total_iters``, then restore it."""
+def _check_unit(factor, what, zero_allowed=True):
+    """Raise unless ``0 <= factor <= 1`` (``0 < factor`` where not ``zero_allowed``)."""
+    if factor > 1.0 or factor < 0 or (factor == 0 and not zero_allowed):
+        raise ValueError(f"{what} must be in {'[' if zero_allowed else '('}0, 1], got {factor}")
 
-    def __init__(self, optimizer, factor=1.0 / 3, total_iters=5, last_epoch=-1):
-        if factor > 1.0 or factor < 0:
-            raise ValueError(f"ConstantLR: the multiplicative factor must be in [0, 1], got {factor}")
-        self.factor = factor
-        self.total_iters = total_iters
-        super().__init__(optimizer, last_epoch)
+
+class _FactorLR(LRScheduler):
+    """A schedule that multiplies the base lrs by a factor of the epoch, in PyTorch's chainable
+    form: epoch 0 scales the current lrs by ``_first_factor()``, each later epoch ``e`` by
+    ``_ratio(e)`` (the factor's change since epoch ``e - 1``; None: unchanged)."""
 
     def get_lr(self):
         _warn_get_lr_outside_step(self)
         e = self.last_epoch
         if e == 0:
-            return _scaled(_lrs(self.optimizer), self.factor)
-        if e != self.total_iters:
-            return _lrs(self.optimizer)
-        return _scaled(_lrs(self.optimizer), 1.0 / self.factor)
+            return _scaled(_lrs(self.optimizer), self._first_factor())
+        ratio = self._ratio(e)
+        return _lrs(self.optimizer) if ratio is None else _scaled(_lrs(self.optimizer), ratio)
+
+
+class ConstantLR(_FactorLR):
+    """Scale the lr by ``factor`` until epoch ``total_iters``, then restore it."""
+
+    def __init__(self, optimizer, factor=1.0 / 3, total_iters=5, last_epoch=-1):
+        _check_unit(factor, "ConstantLR: the multiplicative factor")
+        self.factor = factor
+        self.total_iters = total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def _first_factor(self):
+        return self.factor
+
+    def _ratio(self, e):
+        return 1.0 / self.factor if e == self.total_iters else None
 
     def _get_closed_form_lr(self):
         f = self.factor + (self.last_epoch >= self.total_iters) * (1 - self.factor)
         return _scaled(self.base_lrs, f)
 
 
-class LinearLR(LRScheduler):
+class LinearLR(_FactorLR):
     """Scale the lr by a factor going linearly from ``start_factor`` to ``end_factor``
     over ``total_iters`` epochs."""
 
     def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5, last_epoch=-1):
-        if start_factor > 1.0 or start_factor <= 0:
-            raise ValueError(f"LinearLR: start_factor must be in (0, 1], got {start_factor}")
-        if end_factor > 1.0 or end_factor < 0:
-            raise ValueError(f"LinearLR: end_factor must be in [0, 1], got {end_factor}")
+        _check_unit(start_factor, "LinearLR: start_factor", zero_allowed=False)
+        _check_unit(end_factor, "LinearLR: end_factor")
         self.start_factor = start_factor
         self.end_factor = end_factor
         self.total_iters = total_iters
         super().__init__(optimizer, last_epoch)
 
-    def get_lr(self):
-        _warn_get_lr_outside_step(self)
-        e = self.last_epoch
-        if e == 0:
-            return _scaled(_lrs(self.optimizer), self.start_factor)
+    def _first_factor(self):
+        return self.start_factor
+
+    def _ratio(self, e):
         if self._is_initial or e > self.total_iters:
-            return _lrs(self.optimizer)
+            return None
         d = self.end_factor - self.start_factor
         # factor(e) / factor(e - 1), with factor(e) = start + d * e / total_iters
-        ratio = 1.0 + d / (self.total_iters * self.start_factor + (e - 1) * d)
-        return _scaled(_lrs(self.optimizer), ratio)
+        return 1.0 + d / (self.total_iters * self.start_factor + (e - 1) * d)
 
     def _get_closed_form_lr(self):
         d = self.end_factor - self.start_factor

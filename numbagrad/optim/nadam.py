@@ -51,6 +51,7 @@ class NAdam(Optimizer):
     """
 
     _uses_step = True
+    _state_names = ("exp_avg", "exp_avg_sq")
     _scalar_state = (("mu_product", 1.0),)
     _scal_width = 3      # [1 - beta2**t, c1, c2] per parameter,
     _scal_wide = True    # in float32 for float16 arenas
@@ -64,9 +65,6 @@ class NAdam(Optimizer):
                         momentum_decay=momentum_decay, decoupled_weight_decay=decoupled_weight_decay,
                         maximize=maximize, foreach=foreach, capturable=capturable, differentiable=differentiable)
         super().__init__(params, defaults)
-
-    def _state_keys(self, group):
-        return ("exp_avg", "exp_avg_sq")
 
     def _update_bucket(self, h, b, t):
         """One NAdam update of bucket ``b`` (``h``: the group's hyperparameters)."""

@@ -78,7 +78,7 @@ import numpy as np
 from .. import _dtype
 from ..autograd.grad_mode import enable_grad
 from ..backend import backend_of
-from ..tensor import Tensor
+from ..tensor import Tensor, _zero_grad
 
 __all__ = ["Optimizer", "required"]
 
@@ -282,16 +282,8 @@ class _Wide:
             b.be.narrow_into(wide, narrow)
 
 
-class _Arena:
-    """The buckets of one parameter group, and what they were built from."""
-
-    __slots__ = ("group", "params", "keys", "buckets")
-
-    def __init__(self, group, params, keys, buckets):
-        self.group = group
-        self.params = params
-        self.keys = keys
-        self.buckets = buckets
+_Arena = namedtuple("_Arena", "group params keys buckets")
+_Arena.__doc__ = "The buckets of one parameter group, and what they were built from."
 
 
 class Optimizer:
@@ -381,15 +373,7 @@ class Optimizer:
         (which keeps gradients in the flat arena, see the module docstring)."""
         for group in self.param_groups:
             for p in group["params"]:
-                g = p.grad
-                if g is None:
-                    continue
-                if set_to_none:
-                    p.grad = None
-                else:
-                    if g.grad_fn is not None:
-                        g.detach_()
-                    g.array.fill(0)
+                _zero_grad(p, set_to_none)
 
     def step(self, closure=None):
         """Update the parameters once; ``closure`` re-evaluates the model and returns the loss.
@@ -418,9 +402,11 @@ class Optimizer:
             return closure()
 
     # ---- fused arena ----------------------------------------------------------------
+    _state_names = ()  # the flat state buffers of every group (or override _state_keys)
+
     def _state_keys(self, group):
-        """Names of the flat state buffers this group needs (override)."""
-        return ()
+        """Names of the flat state buffers this group needs (``_state_names`` unless overridden)."""
+        return self._state_names
 
     def _initial_value(self, key):
         """The value state buffer ``key`` starts at for a parameter without state (override)."""

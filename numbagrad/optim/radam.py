@@ -48,6 +48,7 @@ class RAdam(Optimizer):
     """
 
     _uses_step = True
+    _state_names = ("exp_avg", "exp_avg_sq")
     _scal_width = 3      # [bc1, sqrt(bc2), rect] per parameter,
     _scal_wide = True    # in float32 for float16 arenas
 
@@ -59,9 +60,6 @@ class RAdam(Optimizer):
                         foreach=foreach, capturable=capturable, decoupled_weight_decay=decoupled_weight_decay,
                         differentiable=differentiable)
         super().__init__(params, defaults)
-
-    def _state_keys(self, group):
-        return ("exp_avg", "exp_avg_sq")
 
     def _update_bucket(self, h, b, t):
         """One RAdam update of bucket ``b`` (``h``: the group's hyperparameters)."""

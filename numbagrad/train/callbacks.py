@@ -307,11 +307,29 @@ class CSVLogger(Callback):
             trainer.history.to_csv(tmp)
 
 
-class TensorBoardLogger(Callback):
+class _ClosesHandle(Callback):
+    """A callback holding a handle with a ``close()`` (the attribute named ``_handle``: a
+    writer, a bar), which it closes and drops when fit ends, normally or by an exception."""
+
+    _handle = None
+
+    def on_fit_end(self, trainer):
+        handle = getattr(self, self._handle)
+        if handle is not None:
+            handle.close()
+            setattr(self, self._handle, None)
+
+    def on_exception(self, trainer, exception):
+        self.on_fit_end(trainer)
+
+
+class TensorBoardLogger(_ClosesHandle):
     """Write every per-epoch value (tag ``epoch/<name>``, step = epoch) and every per-step
     value (tag ``step/<name>``, step = global step) to TensorBoard event files under
     ``logdir`` through ``tensorboardX`` (an optional extra:
     ``pip install numbagrad[tensorboard]``)."""
+
+    _handle = "writer"
 
     def __init__(self, logdir, flush_secs=10):
         try:
@@ -341,14 +359,6 @@ class TensorBoardLogger(Callback):
             self._sent[k] = len(steps)
         self.writer.flush()
 
-    def on_fit_end(self, trainer):
-        if self.writer is not None:
-            self.writer.close()
-            self.writer = None
-
-    def on_exception(self, trainer, exception):
-        self.on_fit_end(trainer)
-
     def state_dict(self):
         return {"sent": dict(self._sent)}
 
@@ -356,7 +366,7 @@ class TensorBoardLogger(Callback):
         self._sent = {k: int(v) for k, v in state["sent"].items()}
 
 
-class ProgressBar(Callback):
+class ProgressBar(_ClosesHandle):
     """A tqdm bar over each epoch's batches with the running mean loss, then the epoch's
     logs (loss, metrics, val_*) when the epoch ends.
 
@@ -370,6 +380,8 @@ class ProgressBar(Callback):
         Seconds between redraws. The bar's count and postfix are handed to tqdm only
         when a redraw is due, so a batch costs one clock read.
     """
+
+    _handle = "bar"
 
     def __init__(self, file=None, disable=None, leave=False, mininterval=0.1):
         self.file = file
@@ -434,14 +446,6 @@ class ProgressBar(Callback):
         if self.leave:
             self.bar.close()
             self.bar = None
-
-    def on_fit_end(self, trainer):
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None
-
-    def on_exception(self, trainer, exception):
-        self.on_fit_end(trainer)
 
 
 class LearningRateMonitor(Callback):

@@ -54,20 +54,41 @@ def _cpu32(fn, *args):
     return [a for a in w if isinstance(a, np.ndarray)]
 
 
+def _exact(cpu, gpu, args, out_at, ref, dtype):
+    """The CPU kernel (not in float16: CPU njit has no half) and the CUDA launcher, each on
+    its own copy of the output ``args[out_at]`` (arrays come first), both give exactly
+    ``ref``; returns the CUDA output."""
+    if dtype != np.float16:
+        host = [a.copy() if k == out_at else a for k, a in enumerate(args)]
+        cpu(*host)
+        np.testing.assert_array_equal(host[out_at], ref)
+    got = _cuda(gpu, *args)[out_at]
+    np.testing.assert_array_equal(got, ref)
+    return got
+
+
+def _accumulates_like_cpu(cpu, gpu, args, dtype):
+    """The CUDA launcher against the CPU kernel, both accumulating into ``args[0]``: to
+    ``TOL``, float16 to ``TOL16`` against the float32 CPU kernel; returns the CUDA output."""
+    got = _cuda(gpu, *args)[0]
+    if dtype == np.float16:
+        ref = _cpu32(cpu, *args)[0]
+        np.testing.assert_allclose(got.astype(np.float32), ref, **TOL16)
+    else:
+        ref = args[0].copy()
+        cpu(ref, *args[1:])
+        np.testing.assert_allclose(got, ref, **TOL[dtype])
+    return got
+
+
 # ---- copies: gather, index_select, embedding_fwd, one_hot -----------------------------------------
 @pytest.mark.parametrize("dtype", DTYPES + [np.float16, np.int64])
 def test_gather(dtype):
     x = _data((A, N, B), dtype)
     idx = _index((A, M, B), N)
     out = np.zeros((A, M, B), dtype)
-    ref = np.take_along_axis(x, idx, axis=1)
-    if dtype != np.float16:
-        out_c = out.copy()
-        C._gather_fwd_cpu(x, idx, out_c)
-        np.testing.assert_array_equal(out_c, ref)
-    (_, _, got) = _cuda(G._gather_fwd_cuda, x, idx, out)
+    got = _exact(C._gather_fwd_cpu, G._gather_fwd_cuda, [x, idx, out], 2, np.take_along_axis(x, idx, axis=1), dtype)
     assert got.dtype == np.dtype(dtype)
-    np.testing.assert_array_equal(got, ref)
 
 
 @pytest.mark.parametrize("dtype", DTYPES + [np.float16])
@@ -75,13 +96,7 @@ def test_index_select(dtype):
     x = _data((A, N, B), dtype)
     idx = np.array([2, 0, 2, 1, 2], np.int64)  # duplicates
     out = np.zeros((A, idx.size, B), dtype)
-    ref = x[:, idx, :]
-    if dtype != np.float16:
-        out_c = out.copy()
-        C._index_select_fwd_cpu(x, idx, out_c)
-        np.testing.assert_array_equal(out_c, ref)
-    (_, _, got) = _cuda(G._index_select_fwd_cuda, x, idx, out)
-    np.testing.assert_array_equal(got, ref)
+    _exact(C._index_select_fwd_cpu, G._index_select_fwd_cuda, [x, idx, out], 2, x[:, idx, :], dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES + [np.float16])
@@ -89,22 +104,13 @@ def test_embedding_fwd(dtype):
     w = _data((4, 3), dtype)
     idx = np.array([3, 0, 3, 1, 1, 2], np.int64)
     out = np.zeros((idx.size, 3), dtype)
-    (_, _, got) = _cuda(G._embedding_fwd_cuda, w, idx, out)
-    np.testing.assert_array_equal(got, w[idx])
-    if dtype != np.float16:
-        out_c = out.copy()
-        C._embedding_fwd_cpu(w, idx, out_c)
-        np.testing.assert_array_equal(got, out_c)
+    _exact(C._embedding_fwd_cpu, G._embedding_fwd_cuda, [w, idx, out], 2, w[idx], dtype)
 
 
 def test_one_hot():
     idx = np.array([2, 0, 4, 2, 1], np.int64)
     out = np.zeros((idx.size, 5), np.int64)
-    out_c = out.copy()
-    C._one_hot_fwd_cpu(idx, out_c)
-    (_, got) = _cuda(G._one_hot_fwd_cuda, idx, out)
-    np.testing.assert_array_equal(got, out_c)
-    np.testing.assert_array_equal(got, np.eye(5, dtype=np.int64)[idx])
+    _exact(C._one_hot_fwd_cpu, G._one_hot_fwd_cuda, [idx, out], 1, np.eye(5, dtype=np.int64)[idx], np.int64)
 
 
 # ---- scatters ---------------------------------------------------------------------------------
@@ -129,10 +135,8 @@ def test_scatter_add_float16_fallback():
     out = _data((A, N, B), np.float16)
     idx = _index((A, M, B), N)
     src = _data((A, M, B), np.float16, seed=2)
-    (ref, _, _) = _cpu32(C._scatter_add_fwd_cpu, out, idx, src)
-    (got, _, _) = _cuda(G._scatter_add_fwd_cuda, out, idx, src)
+    got = _accumulates_like_cpu(C._scatter_add_fwd_cpu, G._scatter_add_fwd_cuda, [out, idx, src], np.float16)
     assert got.dtype == np.float16
-    np.testing.assert_allclose(got.astype(np.float32), ref, **TOL16)
 
 
 @pytest.mark.parametrize("scheme", ["columns", "claims"])
@@ -149,12 +153,7 @@ def test_scatter_last_duplicate_wins(dtype, scheme, monkeypatch):
         for i in range(M):
             for b in range(B):
                 ref[a, idx[a, i, b], b] = src[a, i, b]
-    if dtype != np.float16:
-        out_c = out.copy()
-        C._scatter_fwd_cpu(out_c, idx, src)
-        np.testing.assert_array_equal(out_c, ref)
-    (got, _, _) = _cuda(G._scatter_fwd_cuda, out, idx, src)
-    np.testing.assert_array_equal(got, ref)
+    _exact(C._scatter_fwd_cpu, G._scatter_fwd_cuda, [out, idx, src], 0, ref, dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES + [np.float16])
@@ -166,12 +165,7 @@ def test_scatter_fill(dtype):
     for a in range(A):
         for b in range(B):
             ref[a, idx[a, :, b], b] = value
-    if dtype != np.float16:
-        out_c = out.copy()
-        C._scatter_fill_fwd_cpu(out_c, idx, value)
-        np.testing.assert_array_equal(out_c, ref)
-    (got, _) = _cuda(G._scatter_fill_fwd_cuda, out, idx, value)
-    np.testing.assert_array_equal(got, ref)
+    _exact(C._scatter_fill_fwd_cpu, G._scatter_fill_fwd_cuda, [out, idx, value], 0, ref, dtype)
 
 
 @pytest.mark.parametrize("dtype", DTYPES + [np.float16])
@@ -180,14 +174,7 @@ def test_index_add_duplicates(dtype):
     idx = np.array([1, 1, 0, 2, 1], np.int64)
     src = _data((A, idx.size, B), dtype, seed=2)
     alpha = np.dtype(dtype).type(0.5)
-    (got, _, _) = _cuda(G._index_add_fwd_cuda, out, idx, src, alpha)
-    if dtype == np.float16:
-        (ref, _, _) = _cpu32(C._index_add_fwd_cpu, out, idx, src, alpha)
-        np.testing.assert_allclose(got.astype(np.float32), ref, **TOL16)
-    else:
-        ref = out.copy()
-        C._index_add_fwd_cpu(ref, idx, src, alpha)
-        np.testing.assert_allclose(got, ref, **TOL[dtype])
+    _accumulates_like_cpu(C._index_add_fwd_cpu, G._index_add_fwd_cuda, [out, idx, src, alpha], dtype)
 
 
 @pytest.mark.parametrize("padding_idx", [-1, 1])
@@ -196,14 +183,7 @@ def test_embedding_bwd(dtype, padding_idx):
     idx = np.array([3, 1, 3, 0, 1, 3], np.int64)
     grad = _data((idx.size, 3), dtype, seed=2)
     gw = np.zeros((4, 3), dtype)
-    (got, _, _) = _cuda(G._embedding_bwd_cuda, gw, idx, grad, padding_idx)
-    if dtype == np.float16:
-        (ref, _, _) = _cpu32(C._embedding_bwd_cpu, gw, idx, grad, padding_idx)
-        np.testing.assert_allclose(got.astype(np.float32), ref, **TOL16)
-    else:
-        ref = gw.copy()
-        C._embedding_bwd_cpu(ref, idx, grad, padding_idx)
-        np.testing.assert_allclose(got, ref, **TOL[dtype])
+    got = _accumulates_like_cpu(C._embedding_bwd_cpu, G._embedding_bwd_cuda, [gw, idx, grad, padding_idx], dtype)
     if padding_idx >= 0:
         assert (got[padding_idx] == 0).all()
     assert (got[2] == 0).all()  # row never indexed

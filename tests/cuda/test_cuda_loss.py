@@ -7,6 +7,7 @@ out-of-range target (counted, row skipped); a NaN logit (NaN row, as on the CPU)
 per-block partial totals split over several "virtual blocks". float16 is checked
 against the float32 CPU kernels.
 """
+import functools
 import os
 
 import numpy as np
@@ -49,26 +50,27 @@ def _to(a):
     return cuda.to_device(a)
 
 
+def _run(mod, kernels, args, n_out):
+    """The CPU kernel of the pair ``kernels`` (``mod is C``) or its CUDA twin on ``args``
+    (arrays moved to the device for CUDA); returns its result and the host values of the
+    last ``n_out`` arguments (the outputs)."""
+    cpu, gpu = kernels
+    if mod is C:
+        return (cpu(*args),) + tuple(args[-n_out:])
+    args = [_to(a) if isinstance(a, np.ndarray) else a for a in args]
+    return (gpu(*args),) + tuple(a.copy_to_host() for a in args[-n_out:])
+
+
 def _fwd(mod, x, t, w, smoothing, c, dtype):
     n = t.size
-    prob, loss, row_w = np.zeros(n * c, dtype), np.zeros(n, dtype), np.zeros(n, dtype)
-    if mod is C:
-        res = C._cross_entropy_fwd_cpu(x, t, w, w.size > 0, IGN, smoothing, c, prob, loss, row_w)
-        return res, prob, loss, row_w
-    d = [_to(a) for a in (x, t, w, prob, loss, row_w)]
-    res = G._cross_entropy_fwd_cuda(d[0], d[1], d[2], w.size > 0, IGN, smoothing, c, d[3], d[4], d[5])
-    return (res,) + tuple(a.copy_to_host() for a in d[3:])
+    outs = np.zeros(n * c, dtype), np.zeros(n, dtype), np.zeros(n, dtype)   # prob, loss, row_w
+    return _run(mod, (C._cross_entropy_fwd_cpu, G._cross_entropy_fwd_cuda),
+                [x, t, w, w.size > 0, IGN, smoothing, c, *outs], 3)
 
 
 def _bwd(mod, prob, t, w, smoothing, c, gout, per_row, dtype):
-    grad = np.zeros(prob.size, dtype)
-    args = [prob, t, w, w.size > 0, IGN, smoothing, c, gout, per_row, grad]
-    if mod is C:
-        C._cross_entropy_bwd_cpu(*args)
-        return grad
-    args = [_to(a) if isinstance(a, np.ndarray) else a for a in args]
-    G._cross_entropy_bwd_cuda(*args)
-    return args[-1].copy_to_host()
+    return _run(mod, (C._cross_entropy_bwd_cpu, G._cross_entropy_bwd_cuda),
+                [prob, t, w, w.size > 0, IGN, smoothing, c, gout, per_row, np.zeros(prob.size, dtype)], 1)[1]
 
 
 def _soft_y(n, c, dtype, seed=3):
@@ -79,24 +81,14 @@ def _soft_y(n, c, dtype, seed=3):
 
 def _soft_fwd(mod, x, y, w, smoothing, c, dtype):
     n = y.size // c
-    prob, loss, yws = np.zeros(n * c, dtype), np.zeros(n, dtype), np.zeros(n, dtype)
-    if mod is C:
-        tot = C._cross_entropy_soft_fwd_cpu(x, y, w, w.size > 0, smoothing, c, prob, loss, yws)
-        return tot, prob, loss, yws
-    d = [_to(a) for a in (x, y, w, prob, loss, yws)]
-    tot = G._cross_entropy_soft_fwd_cuda(d[0], d[1], d[2], w.size > 0, smoothing, c, d[3], d[4], d[5])
-    return (tot,) + tuple(a.copy_to_host() for a in d[3:])
+    outs = np.zeros(n * c, dtype), np.zeros(n, dtype), np.zeros(n, dtype)   # prob, loss, yws
+    return _run(mod, (C._cross_entropy_soft_fwd_cpu, G._cross_entropy_soft_fwd_cuda),
+                [x, y, w, w.size > 0, smoothing, c, *outs], 3)
 
 
 def _soft_bwd(mod, prob, y, w, smoothing, c, yws, gout, per_row, dtype):
-    grad = np.zeros(prob.size, dtype)
-    args = [prob, y, w, w.size > 0, smoothing, c, yws, gout, per_row, grad]
-    if mod is C:
-        C._cross_entropy_soft_bwd_cpu(*args)
-        return grad
-    args = [_to(a) if isinstance(a, np.ndarray) else a for a in args]
-    G._cross_entropy_soft_bwd_cuda(*args)
-    return args[-1].copy_to_host()
+    return _run(mod, (C._cross_entropy_soft_bwd_cpu, G._cross_entropy_soft_bwd_cuda),
+                [prob, y, w, w.size > 0, smoothing, c, yws, gout, per_row, np.zeros(prob.size, dtype)], 1)[1]
 
 
 def _check_totals(got, ref, tol):
@@ -106,23 +98,35 @@ def _check_totals(got, ref, tol):
     assert nbad == ref[2]
 
 
+def _check_arrays(got, ref, tol, dtype):
+    """A forward's arrays after its totals (prob, per-row loss, then per-row weight or
+    ``ywsum``): the device's, in ``dtype``, against the CPU's."""
+    for g, r in zip(got[1:], ref[1:]):
+        assert g.dtype == np.dtype(dtype)
+        np.testing.assert_allclose(g.astype(r.dtype), r, **tol)
+
+
 SHAPES = [(4, 7), (4, 2 * ROW_TPB + 3)]
 
 
+def _grid(smoothings):
+    """The matches-the-CPU grid of both kinds of target: dtype x shape x class weights x
+    label smoothing (``smoothings``)."""
+    marks = [pytest.mark.parametrize("smoothing", smoothings), pytest.mark.parametrize("has_weight", [False, True]),
+             pytest.mark.parametrize("shape", SHAPES, ids=str),
+             pytest.mark.parametrize("dtype", [np.float32, np.float64])]
+    return lambda test: functools.reduce(lambda fn, mark: mark(fn), reversed(marks), test)
+
+
 # ---- class-index targets ------------------------------------------------------------------------
-@pytest.mark.parametrize("smoothing", [0.0, 0.1])
-@pytest.mark.parametrize("has_weight", [False, True])
-@pytest.mark.parametrize("shape", SHAPES, ids=str)
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@_grid([0.0, 0.1])
 def test_cross_entropy_matches_cpu(dtype, shape, has_weight, smoothing):
     n, c = shape
     x, t, w = _logits(n, c, dtype), _targets(n, c), _weight(c, dtype, has_weight)
     ref = _fwd(C, x, t, w, smoothing, c, dtype)
     got = _fwd(G, x, t, w, smoothing, c, dtype)
     _check_totals(got[0], ref[0], TOL[dtype])
-    for g, r in zip(got[1:], ref[1:]):
-        assert g.dtype == np.dtype(dtype)
-        np.testing.assert_allclose(g, r, **TOL[dtype])
+    _check_arrays(got, ref, TOL[dtype], dtype)
     assert np.isfinite(got[2]).all() == (smoothing == 0.0)  # smoothing meets the -inf logit
     prob = ref[1]
     for per_row, gout in [(True, np.linspace(-1, 2, n).astype(dtype)), (False, np.array([0.7], dtype))]:
@@ -141,8 +145,7 @@ def test_cross_entropy_out_of_range_targets_counted():
     got = _fwd(G, x, t, w, 0.05, c, np.float32)
     _check_totals(got[0], ref[0], TOL[np.float32])
     assert got[0][2] == 2
-    for g, r in zip(got[1:], ref[1:]):
-        np.testing.assert_allclose(g, r, **TOL[np.float32])
+    _check_arrays(got, ref, TOL[np.float32], np.float32)
 
 
 def test_cross_entropy_nan_logit_gives_nan_row():
@@ -188,9 +191,7 @@ def test_cross_entropy_float16_matches_float32_cpu(has_weight):
     ref = _fwd(C, x32, t, w32, 0.1, c, np.float32)
     got = _fwd(G, x16, t, w16, 0.1, c, np.float16)
     _check_totals(got[0], ref[0], TOL16)
-    for g, r in zip(got[1:], ref[1:]):
-        assert g.dtype == np.float16
-        np.testing.assert_allclose(g.astype(np.float32), r, **TOL16)
+    _check_arrays(got, ref, TOL16, np.float16)
     gout = np.linspace(-1, 2, n)
     gr = _bwd(C, ref[1], t, w32, 0.1, c, gout.astype(np.float32), True, np.float32)
     gg = _bwd(G, ref[1].astype(np.float16), t, w16, 0.1, c, gout.astype(np.float16), True, np.float16)
@@ -198,10 +199,7 @@ def test_cross_entropy_float16_matches_float32_cpu(has_weight):
 
 
 # ---- probability targets ----------------------------------------------------------------------
-@pytest.mark.parametrize("smoothing", [0.0, 0.2])
-@pytest.mark.parametrize("has_weight", [False, True])
-@pytest.mark.parametrize("shape", SHAPES, ids=str)
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@_grid([0.0, 0.2])
 def test_soft_cross_entropy_matches_cpu(dtype, shape, has_weight, smoothing):
     n, c = shape
     x, y, w = _logits(n, c, dtype, extremes=False), _soft_y(n, c, dtype), _weight(c, dtype, has_weight)
@@ -210,9 +208,7 @@ def test_soft_cross_entropy_matches_cpu(dtype, shape, has_weight, smoothing):
     got = _soft_fwd(G, x, y, w, smoothing, c, dtype)
     assert type(got[0]) is np.float64
     np.testing.assert_allclose(got[0], ref[0], **TOL[dtype])
-    for g, r in zip(got[1:], ref[1:]):
-        assert g.dtype == np.dtype(dtype)
-        np.testing.assert_allclose(g, r, **TOL[dtype])
+    _check_arrays(got, ref, TOL[dtype], dtype)
     prob, yws = ref[1], ref[3]
     for per_row, gout in [(True, np.linspace(-1, 2, n).astype(dtype)), (False, np.array([0.3], dtype))]:
         gr = _soft_bwd(C, prob, y, w, smoothing, c, yws, gout, per_row, dtype)
@@ -240,9 +236,7 @@ def test_soft_cross_entropy_float16_matches_float32_cpu():
     ref = _soft_fwd(C, x32, y32, w32, 0.1, c, np.float32)
     got = _soft_fwd(G, x16, y16, w16, 0.1, c, np.float16)
     np.testing.assert_allclose(got[0], ref[0], **TOL16)
-    for g, r in zip(got[1:], ref[1:]):
-        assert g.dtype == np.float16
-        np.testing.assert_allclose(g.astype(np.float32), r, **TOL16)
+    _check_arrays(got, ref, TOL16, np.float16)
     gout = np.array([0.5], np.float32)
     gr = _soft_bwd(C, ref[1], y32, w32, 0.1, c, ref[3], gout, False, np.float32)
     gg = _soft_bwd(G, ref[1].astype(np.float16), y16, w16, 0.1, c, ref[3].astype(np.float16),

@@ -13,6 +13,7 @@ float32 CPU arena at a loose tolerance.
 The arena and its drivers (``run_steps``, ``check_steps``, ``check_half``, ``as_f32``)
 serve the other CUDA optimizer tests too.
 """
+import functools
 import os
 
 import numpy as np
@@ -97,6 +98,28 @@ def check_half(got, ref, names=None, tol=None):
     assert dict(_named(got[-1], names))["param"].dtype == np.float16
 
 
+def matches_cpu(run, kernels, dtype, scal, names=None):
+    """``run(kernel, on_device, dtype, scal, grads)`` with the CPU kernel and with its CUDA
+    twin (``kernels``, that pair) on the same gradients, compared by :func:`check_steps`;
+    returns the device run."""
+    cpu, gpu = kernels
+    grads = _grads(dtype)
+    ref = run(cpu, False, dtype, scal, grads)
+    got = run(gpu, True, dtype, scal, grads)
+    check_steps(got, ref, dtype, names)
+    return got
+
+
+def half_matches_f32_cpu(run, kernels, scal16, names=None, tol=None):
+    """Like :func:`matches_cpu` for a float16 arena on the device, against the CPU kernel
+    in float32 on the same half-rounded scalars and gradients (:func:`check_half`)."""
+    cpu, gpu = kernels
+    grads = _grads(np.float16)
+    ref = run(cpu, False, np.float32, as_f32(scal16), grads.astype(np.float32))
+    got = run(gpu, True, np.float16, scal16, grads)
+    check_half(got, ref, names, tol)
+
+
 def as_f32(scal):
     """The CPU reference of a half arena sees the same (half-rounded) scalars, in float32."""
     return tuple(np.float32(s) if isinstance(s, np.float16) else s for s in scal)
@@ -112,9 +135,10 @@ def _adam_scalars(dtype, lr, betas, eps, wd, decoupled, maximize, amsgrad):
 
 
 ADAM_NAMES = ["param", "exp_avg", "exp_avg_sq", "max_exp_avg_sq", "steps", "seg_scal"]
+ADAM_KERNELS = (C._adam_step_cpu, G._adam_step_cuda)
 
 
-def _run_adam(kernel, on_device, dtype, scal, amsgrad, grads):
+def _run_adam(kernel, on_device, dtype, scal, grads, amsgrad):
     """Three steps; the host arrays of ``ADAM_NAMES`` after each."""
     n = len(SIZES)
     arrs = [_start_param(dtype), np.zeros(TOTAL, dtype), np.zeros(TOTAL, dtype), np.zeros(TOTAL, dtype),
@@ -139,20 +163,14 @@ ADAM_CASES = {
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_adam_matches_cpu(dtype, case, amsgrad):
     scal = _adam_scalars(dtype, lr=0.1, eps=1e-8, amsgrad=amsgrad, **ADAM_CASES[case])
-    grads = _grads(dtype)
-    ref = _run_adam(C._adam_step_cpu, False, dtype, scal, amsgrad, grads)
-    got = _run_adam(G._adam_step_cuda, True, dtype, scal, amsgrad, grads)
-    check_steps(got, ref, dtype, ADAM_NAMES)
+    matches_cpu(functools.partial(_run_adam, amsgrad=amsgrad), ADAM_KERNELS, dtype, scal, ADAM_NAMES)
 
 
 @pytest.mark.parametrize("amsgrad", [False, True])
 def test_adam_float16_arena_matches_float32_cpu(amsgrad):
     kw = ADAM_CASES["adamw"]
     scal16 = _adam_scalars(np.float16, lr=0.05, eps=1e-4, amsgrad=amsgrad, **kw)
-    grads = _grads(np.float16)
-    ref = _run_adam(C._adam_step_cpu, False, np.float32, as_f32(scal16), amsgrad, grads.astype(np.float32))
-    got = _run_adam(G._adam_step_cuda, True, np.float16, scal16, amsgrad, grads)
-    check_half(got, ref, ADAM_NAMES)
+    half_matches_f32_cpu(functools.partial(_run_adam, amsgrad=amsgrad), ADAM_KERNELS, scal16, ADAM_NAMES)
 
 
 def _sgd_scalars(dtype, lr, momentum, dampening, wd, nesterov, maximize):
@@ -162,6 +180,7 @@ def _sgd_scalars(dtype, lr, momentum, dampening, wd, nesterov, maximize):
 
 
 SGD_NAMES = ["param", "momentum_buffer", "has_buf"]
+SGD_KERNELS = (C._sgd_step_cpu, G._sgd_step_cuda)
 
 
 def _run_sgd(kernel, on_device, dtype, scal, grads):
@@ -186,22 +205,15 @@ SGD_CASES = {
 @pytest.mark.parametrize("case", list(SGD_CASES))
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_sgd_matches_cpu(dtype, case):
-    scal = _sgd_scalars(dtype, lr=0.1, **SGD_CASES[case])
-    grads = _grads(dtype)
-    ref = _run_sgd(C._sgd_step_cpu, False, dtype, scal, grads)
-    got = _run_sgd(G._sgd_step_cuda, True, dtype, scal, grads)
-    check_steps(got, ref, dtype, SGD_NAMES)
+    got = matches_cpu(_run_sgd, SGD_KERNELS, dtype, _sgd_scalars(dtype, lr=0.1, **SGD_CASES[case]), SGD_NAMES)
     expect_flags = [1, 1, 1] if SGD_CASES[case]["momentum"] else [0, 0, 0]
     np.testing.assert_array_equal(got[-1][2], expect_flags)
     np.testing.assert_array_equal(got[0][2], expect_flags)
 
 
 def test_sgd_float16_arena_matches_float32_cpu():
-    scal16 = _sgd_scalars(np.float16, lr=0.1, **SGD_CASES["nesterov_maximize"])
-    grads = _grads(np.float16)
-    ref = _run_sgd(C._sgd_step_cpu, False, np.float32, as_f32(scal16), grads.astype(np.float32))
-    got = _run_sgd(G._sgd_step_cuda, True, np.float16, scal16, grads)
-    check_half(got, ref, SGD_NAMES)
+    half_matches_f32_cpu(_run_sgd, SGD_KERNELS, _sgd_scalars(np.float16, lr=0.1, **SGD_CASES["nesterov_maximize"]),
+                         SGD_NAMES)
 
 
 # ---- PTX: every kernel of the module compiles (no simulator) -----------------------------------

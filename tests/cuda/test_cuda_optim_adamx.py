@@ -9,6 +9,7 @@ products start apart. Options: weight decay (L2 and decoupled), maximize, both
 ``torch.lerp`` branches. float16 arenas are checked against a float32 CPU arena at a
 loose tolerance. Also: launchers take the CPU kernels' arguments, kernels compile to PTX.
 """
+import functools
 import os
 
 import numpy as np
@@ -18,7 +19,7 @@ cuda = pytest.importorskip("numba.cuda")
 
 from numbagrad.kernels.cpu import optim_adamx as C  # noqa: E402
 from numbagrad.kernels.cuda import optim_adamx as G  # noqa: E402
-from test_cuda_optim import SIZES, TOTAL, _grads, as_f32, check_half, check_steps, run_steps  # noqa: E402
+from test_cuda_optim import SIZES, TOTAL, half_matches_f32_cpu, matches_cpu, run_steps  # noqa: E402
 
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
 N = len(SIZES)
@@ -89,11 +90,7 @@ def test_matches_cpu(dtype, name, case):
     if name == "adamax" and kw["decoupled"]:
         kw["decoupled"] = False  # Adamax has L2 decay only
     scal = _scalars(name, dtype, lr=0.1, eps=1e-8, **kw)
-    grads = _grads(dtype)
-    cpu, gpu = _kernels(name)
-    ref = _run(name, cpu, False, dtype, scal, grads)
-    got = _run(name, gpu, True, dtype, scal, grads)
-    check_steps(got, ref, dtype, FIELDS[name])
+    got = matches_cpu(functools.partial(_run, name), _kernels(name), dtype, scal, FIELDS[name])
     if name == "radam" and case == "plain":
         # parameter 0 (steps 1, 2) is never rectified; parameter 2 (steps 6..8) always
         assert got[-1][4][2] == 0.0 and got[-1][4][8] > 0.0
@@ -102,11 +99,7 @@ def test_matches_cpu(dtype, name, case):
 @pytest.mark.parametrize("name", NAMES)
 def test_float16_arena_matches_float32_cpu(name):
     scal16 = _scalars(name, np.float16, lr=0.05, eps=1e-4, **CASES["plain"])
-    grads = _grads(np.float16)
-    cpu, gpu = _kernels(name)
-    ref = _run(name, cpu, False, np.float32, as_f32(scal16), grads.astype(np.float32))
-    got = _run(name, gpu, True, np.float16, scal16, grads)
-    check_half(got, ref, FIELDS[name])
+    half_matches_f32_cpu(functools.partial(_run, name), _kernels(name), scal16, FIELDS[name])
 
 
 def _optimizer_run(name, device, steps=4):

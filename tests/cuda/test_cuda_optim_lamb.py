@@ -19,12 +19,13 @@ cuda = pytest.importorskip("numba.cuda")
 
 from numbagrad.kernels.cpu import optim_lamb as C  # noqa: E402
 from numbagrad.kernels.cuda import optim_lamb as G  # noqa: E402
-from test_cuda_optim import (SIZES, TOL, TOTAL, _blocks, _grads, _start_param, as_f32, check_half,  # noqa: E402
-                             check_steps, run_steps)
+from test_cuda_optim import (SIZES, TOL, TOTAL, _blocks, _grads, _start_param, half_matches_f32_cpu,  # noqa: E402
+                             matches_cpu, run_steps)
 
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
 NBLK = len(_blocks()[0])
 LAMB_NAMES = ["param", "exp_avg", "exp_avg_sq", "update", "steps", "seg_scal", "blk_part"]
+LAMB_KERNELS = (C._lamb_step_cpu, G._lamb_step_cuda)
 
 
 def _lamb_scalars(dtype, lr, betas=(0.9, 0.999), eps=1e-6, wd=0.0, clamp=10.0, bias_correction=True,
@@ -63,10 +64,7 @@ LAMB_CASES = {
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_lamb_matches_cpu(dtype, case):
     scal = _lamb_scalars(dtype, **LAMB_CASES[case])
-    grads = _grads(dtype)
-    ref = _run_lamb(C._lamb_step_cpu, False, dtype, scal, grads)
-    got = _run_lamb(G._lamb_step_cuda, True, dtype, scal, grads)
-    check_steps(got, ref, dtype, LAMB_NAMES)
+    got = matches_cpu(_run_lamb, LAMB_KERNELS, dtype, scal, LAMB_NAMES)
     if not scal[12]:
         assert not got[-1][3].any() and not got[-1][6].any()  # no adaptation: no scratch written
 
@@ -85,11 +83,8 @@ def test_lamb_partials_with_several_thread_blocks(monkeypatch):
 @pytest.mark.parametrize("case", ["adapt_wd", "plain"])
 def test_lamb_float16_arena_matches_float32_cpu(case):
     kw = dict(LAMB_CASES[case], eps=1e-3)
-    scal16 = _lamb_scalars(np.float16, **kw)
-    grads = _grads(np.float16)
-    ref = _run_lamb(C._lamb_step_cpu, False, np.float32, as_f32(scal16), grads.astype(np.float32))
-    got = _run_lamb(G._lamb_step_cuda, True, np.float16, scal16, grads)
-    check_half(got, ref, LAMB_NAMES, tol={"blk_part": dict(rtol=2e-2, atol=1e-2)})
+    half_matches_f32_cpu(_run_lamb, LAMB_KERNELS, _lamb_scalars(np.float16, **kw), LAMB_NAMES,
+                         tol={"blk_part": dict(rtol=2e-2, atol=1e-2)})
 
 
 def _lion_scalars(dtype, lr, betas=(0.9, 0.99), wd=0.0, maximize=False):
@@ -99,6 +94,7 @@ def _lion_scalars(dtype, lr, betas=(0.9, 0.99), wd=0.0, maximize=False):
 
 
 LION_NAMES = ["param", "exp_avg", "steps"]
+LION_KERNELS = (C._lion_step_cpu, G._lion_step_cuda)
 
 
 def _run_lion(kernel, on_device, dtype, scal, grads):
@@ -119,19 +115,11 @@ LION_CASES = {
 @pytest.mark.parametrize("case", list(LION_CASES))
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_lion_matches_cpu(dtype, case):
-    scal = _lion_scalars(dtype, **LION_CASES[case])
-    grads = _grads(dtype)
-    ref = _run_lion(C._lion_step_cpu, False, dtype, scal, grads)
-    got = _run_lion(G._lion_step_cuda, True, dtype, scal, grads)
-    check_steps(got, ref, dtype, LION_NAMES)
+    matches_cpu(_run_lion, LION_KERNELS, dtype, _lion_scalars(dtype, **LION_CASES[case]), LION_NAMES)
 
 
 def test_lion_float16_arena_matches_float32_cpu():
-    scal16 = _lion_scalars(np.float16, **LION_CASES["wd_maximize"])
-    grads = _grads(np.float16)
-    ref = _run_lion(C._lion_step_cpu, False, np.float32, as_f32(scal16), grads.astype(np.float32))
-    got = _run_lion(G._lion_step_cuda, True, np.float16, scal16, grads)
-    check_half(got, ref, LION_NAMES)
+    half_matches_f32_cpu(_run_lion, LION_KERNELS, _lion_scalars(np.float16, **LION_CASES["wd_maximize"]), LION_NAMES)
 
 
 @pytest.mark.parametrize("make", ["lamb", "lion"])

@@ -15,24 +15,16 @@ cuda = pytest.importorskip("numba.cuda")
 from numbagrad.kernels.cpu import optim_lbfgs as C  # noqa: E402
 from numbagrad.kernels.cuda import optim_lbfgs as G  # noqa: E402
 from numbagrad.optim.optimizer import ArenaLayout  # noqa: E402
+from reference.lbfgs import curvature_history  # noqa: E402
 
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
 TOL = {np.float32: dict(rtol=2e-5, atol=1e-6), np.float64: dict(rtol=1e-12, atol=1e-13)}
 N = 11
 
 
-def _history(dtype, n=N, cap=4, count=3, start=2, seed=2):
-    """``count`` curvature pairs of an SPD quadratic in a ring of ``cap`` rows, from ``start``."""
-    rng = np.random.default_rng(seed)
-    M = rng.standard_normal((n, n))
-    H = M @ M.T / n + np.eye(n)
-    dirs, stps, ro = np.zeros((cap, n)), np.zeros((cap, n)), np.zeros(cap)
-    for k in range(count):
-        j = (start + k) % cap
-        s = rng.standard_normal(n)
-        stps[j], dirs[j] = s, H @ s
-        ro[j] = 1.0 / (dirs[j] @ s)
-    return [a.astype(dtype) for a in (dirs, stps, ro, rng.standard_normal(n))], start, count
+def _history(dtype):
+    """3 curvature pairs in a ring of 4 rows, from row 2 (so it wraps)."""
+    return curvature_history(dtype, n=N, cap=4, count=3, start=2)
 
 
 def _direction(kernel, on_device, dtype, count, h, nchunks=2):

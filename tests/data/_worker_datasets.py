@@ -46,50 +46,45 @@ class RandomDraw(Dataset):
                 -1 if info is None else info.id)
 
 
-class Failing(Dataset):
-    """Raises ``ValueError`` at index ``bad``."""
+class _TrapAt(Dataset):
+    """Sample i is ``float32(i)``, but fetching index ``at`` first calls :meth:`_trap`."""
 
-    def __init__(self, n, bad):
-        self.n, self.bad = n, bad
-
-    def __len__(self):
-        return self.n
-
-    def __getitem__(self, i):
-        if i == self.bad:
-            raise ValueError(f"sample {i} is bad on purpose")
-        return np.float32(i)
-
-
-class Suicidal(Dataset):
-    """The worker that fetches index ``bad`` kills itself with SIGKILL."""
-
-    def __init__(self, n, bad):
-        self.n, self.bad = n, bad
+    def __init__(self, n, at):
+        self.n, self.at = n, at
 
     def __len__(self):
         return self.n
 
     def __getitem__(self, i):
-        if i == self.bad:
-            os.kill(os.getpid(), signal.SIGKILL)
+        if i == self.at:
+            self._trap(i)
         return np.float32(i)
 
 
-class Stalling(Dataset):
+class Failing(_TrapAt):
+    """Raises ``ValueError`` at index ``at``."""
+
+    def _trap(self, i):
+        raise ValueError(f"sample {i} is bad on purpose")
+
+
+class Suicidal(_TrapAt):
+    """The worker that fetches index ``at`` kills itself with SIGKILL."""
+
+    def _trap(self, i):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class Stalling(_TrapAt):
     """Index ``slow`` sleeps ``seconds`` (for ``timeout=``)."""
 
     def __init__(self, n, slow, seconds):
-        self.n, self.slow, self.seconds = n, slow, seconds
+        super().__init__(n, slow)
+        self.seconds = seconds
 
-    def __len__(self):
-        return self.n
-
-    def __getitem__(self, i):
-        if i == self.slow:
-            import time
-            time.sleep(self.seconds)
-        return np.float32(i)
+    def _trap(self, i):
+        import time
+        time.sleep(self.seconds)
 
 
 class Range(IterableDataset):

@@ -80,24 +80,24 @@ MASKS = ["none", "bool_attn", "float_attn", "attn3d", "kpm_bool", "kpm_float_and
 
 def _masks(kind, B, H, L, S, seed=0):
     rng = np.random.default_rng(seed)
+
+    def bool_mask(rows):  # ~60% of the keys masked, never the first (no row fully masked)
+        a = rng.random((rows, S)) > 0.6
+        a[:, 0] = False
+        return a
+
     m = {}
     if kind == "bool_attn":
-        a = rng.random((L, S)) > 0.6
-        a[:, 0] = False
-        m["attn_mask"] = a
+        m["attn_mask"] = bool_mask(L)
     elif kind == "float_attn":
         m["attn_mask"] = rng.standard_normal((L, S))
     elif kind == "attn3d":
         m["attn_mask"] = rng.standard_normal((B * H, L, S))
     elif kind == "kpm_bool":
-        a = rng.random((B, S)) > 0.6
-        a[:, 0] = False
-        m["key_padding_mask"] = a
+        m["key_padding_mask"] = bool_mask(B)
     elif kind == "kpm_float_and_attn_bool":
         m["key_padding_mask"] = rng.standard_normal((B, S))
-        a = rng.random((L, S)) > 0.6
-        a[:, 0] = False
-        m["attn_mask"] = a
+        m["attn_mask"] = bool_mask(L)
     return m
 
 

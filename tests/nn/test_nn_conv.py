@@ -207,10 +207,10 @@ def test_state_dict_and_repr_match_torch(cls, args, kw):
     assert repr(m) == repr(t)
 
 
-@needs_torch
-@pytest.mark.parametrize("cls,args,kw", ALL, ids=_ids(ALL))
-@pytest.mark.parametrize("batch", [2, 0], ids=["batched", "unbatched"])
-def test_torch_weights_give_torch_outputs(cls, args, kw, batch):
+def _check_like_torch(cls, args, kw, batch=2):
+    """A float64 module ``cls(*args, **kw)`` with a torch twin's weights: the output and the
+    input's gradient (one random upstream gradient) match torch's; returns both modules,
+    their parameter gradients filled."""
     torch.manual_seed(0)
     t = _torch_cls(cls)(*args, **kw).double()
     m = cls(*args, **kw, dtype=ng.float64)
@@ -223,6 +223,14 @@ def test_torch_weights_give_torch_outputs(cls, args, kw, batch):
     y.backward(ng.tensor(g))
     yy.backward(torch.tensor(g))
     np.testing.assert_allclose(xt.grad.numpy(), xx.grad.numpy(), rtol=1e-10, atol=1e-12)
+    return m, t
+
+
+@needs_torch
+@pytest.mark.parametrize("cls,args,kw", ALL, ids=_ids(ALL))
+@pytest.mark.parametrize("batch", [2, 0], ids=["batched", "unbatched"])
+def test_torch_weights_give_torch_outputs(cls, args, kw, batch):
+    m, t = _check_like_torch(cls, args, kw, batch=batch)
     for (name, p), (tname, tp) in zip(m.named_parameters(), t.named_parameters()):
         assert name == tname
         np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-10, atol=1e-12, err_msg=name)
@@ -235,18 +243,7 @@ def test_torch_weights_give_torch_outputs(cls, args, kw, batch):
                                          (Conv1d, (2, 3, 3), dict(padding=2, stride=2))],
                          ids=["conv2d", "conv2d_same_even", "conv1d"])
 def test_padding_modes_match_torch(mode, cls, args, kw):
-    torch.manual_seed(0)
-    t = _torch_cls(cls)(*args, padding_mode=mode, **kw).double()
-    m = cls(*args, padding_mode=mode, **kw, dtype=ng.float64)
-    m.load_state_dict({k: v.detach().numpy() for k, v in t.state_dict().items()})
-    x = _input(cls, args[0], seed=1)
-    xt, xx = ng.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
-    y, yy = m(xt), t(xx)
-    np.testing.assert_allclose(y.detach().numpy(), yy.detach().numpy(), rtol=1e-10, atol=1e-12)
-    g = randn(*y.shape, seed=2)
-    y.backward(ng.tensor(g))
-    yy.backward(torch.tensor(g))
-    np.testing.assert_allclose(xt.grad.numpy(), xx.grad.numpy(), rtol=1e-10, atol=1e-12)
+    m, t = _check_like_torch(cls, args, dict(kw, padding_mode=mode))
     np.testing.assert_allclose(m.weight.grad.numpy(), t.weight.grad.numpy(), rtol=1e-10, atol=1e-12)
 
 

@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 
 import numbagrad as ng
-from numbagrad.backend import config
-from optest import check_op, check_torch, randn, torch
+from optest import check_op, check_torch, parallel_and_serial, randn, torch
 from reference import activations as R
 
 F = torch.nn.functional if torch else None
@@ -203,16 +202,7 @@ def test_parallel_path_equals_serial(name, kwargs, monkeypatch):
     x64 = randn(n, seed=11) * 3
     g64 = randn(n, seed=12)
     fn = getattr(ng, name)
-
-    def run():
-        x = ng.tensor(x64.astype(np.float32), requires_grad=True)
-        y = fn(x, **kwargs)
-        y.backward(ng.tensor(g64.astype(np.float32)))
-        return y.detach().numpy(), x.grad.numpy()
-
-    y_par, g_par = run()
-    monkeypatch.setattr(config, "PARALLEL_THRESHOLD", 1 << 62)
-    y_ser, g_ser = run()
+    (y_par, g_par), (y_ser, g_ser) = parallel_and_serial(lambda x: fn(x, **kwargs), x64, g64, monkeypatch)
     np.testing.assert_allclose(y_par, y_ser, rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(g_par, g_ser, rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(y_par, getattr(R, name)(x64.astype(np.float32).astype(np.float64), **kwargs),

@@ -43,10 +43,16 @@ def _pads(padding, ks, dilation, n):
     return tuple((p, p) for p in _pair(padding, n))
 
 
+def _unbatched_too(ref):
+    """A reference for a batch ``(N, C, H, W)`` that also takes one image ``(C, H, W)``."""
+    def either(x, *args, **kw):
+        return ref(x[None], *args, **kw)[0] if x.ndim == 3 else ref(x, *args, **kw)
+    return either
+
+
+@_unbatched_too
 def ref_conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
     """Cross-correlation, one output pixel at a time (x: (N, C, H, W) or (C, H, W))."""
-    unbatched = x.ndim == 3
-    x = x[None] if unbatched else x
     n_img, c, h, wd = x.shape
     o, cg, kh, kw = w.shape
     sh, sw = _pair(stride, 2)
@@ -66,14 +72,13 @@ def ref_conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
                     patch = xp[n, g * cg:(g + 1) * cg, oh * sh:oh * sh + dh * (kh - 1) + 1:dh,
                                ow * sw:ow * sw + dw * (kw - 1) + 1:dw]
                     y[n, oc, oh, ow] = np.sum(patch * w[oc]) + (0.0 if b is None else b[oc])
-    return y[0] if unbatched else y
+    return y
 
 
+@_unbatched_too
 def ref_conv_transpose2d(x, w, b=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
     """Transposed convolution as a scatter: every input pixel adds ``x * w[c_in]`` into the
     output window it maps to; then the padding is cropped."""
-    unbatched = x.ndim == 3
-    x = x[None] if unbatched else x
     n_img, cin, h, wd = x.shape
     _, cout_g, kh, kw = w.shape
     sh, sw = _pair(stride, 2)
@@ -95,7 +100,7 @@ def ref_conv_transpose2d(x, w, b=None, stride=1, padding=0, output_padding=0, gr
     y = full[:, :, ph:ph + hout, pw:pw + wout]
     if b is not None:
         y = y + b[None, :, None, None]
-    return y[0] if unbatched else y
+    return y
 
 
 def _as2d(fn2d):

@@ -121,22 +121,33 @@ def _composed_layer_norm(x, w, b, k, eps, center=True):
     return y + b if b is not None else y
 
 
+def _check_fused_equals_composed(fused, composed, x_shape, w_shape, seed):
+    """``fused(x, w, b)`` against ``composed(x, w, b)``, the same function from separate
+    numbagrad ops, in float64: the output and the gradients (one upstream gradient) of the
+    inputs it uses agree to 1e-10. ``x``, ``w``, ``b`` and the upstream gradient are
+    :func:`randn` with seeds ``seed`` to ``seed + 3``."""
+    x64, w64, b64 = randn(*x_shape, seed=seed), randn(*w_shape, seed=seed + 1), randn(*w_shape, seed=seed + 2)
+    g64 = randn(*x_shape, seed=seed + 3)
+    outs = []
+    for fn in (fused, composed):
+        x, w, b = _t(x64, grad=True), _t(w64, grad=True), _t(b64, grad=True)
+        y = fn(x, w, b)
+        y.backward(_t(g64))
+        outs.append([y.detach().numpy()] + [None if t.grad is None else t.grad.numpy() for t in (x, w, b)])
+    for a, c in zip(*outs):
+        assert (a is None) == (c is None)
+        if a is not None:
+            np.testing.assert_allclose(a, c, rtol=1e-10, atol=1e-12)
+
+
 @pytest.mark.parametrize("center", [True, False])
 def test_fused_layer_norm_equals_composed_ops(center):
-    x64, g64 = randn(6, 2, 10, seed=10), randn(6, 2, 10, seed=13)
-    w64, b64 = randn(2, 10, seed=11), randn(2, 10, seed=12)
-    outs = []
-    for fused in (True, False):
-        x, w, b = _t(x64, grad=True), _t(w64, grad=True), _t(b64, grad=True)
-        if fused:
-            y = layer_norm(x, (2, 10), w, b, 1e-5) if center else rms_norm(x, (2, 10), w, 1e-5)
-        else:
-            y = _composed_layer_norm(x, w, b if center else None, 2, 1e-5, center)
-        y.backward(_t(g64))
-        got = [y.detach().numpy(), x.grad.numpy(), w.grad.numpy()]
-        outs.append(got + ([b.grad.numpy()] if center else []))
-    for a, c in zip(*outs):
-        np.testing.assert_allclose(a, c, rtol=1e-10, atol=1e-12)
+    def fused(x, w, b):
+        return layer_norm(x, (2, 10), w, b, 1e-5) if center else rms_norm(x, (2, 10), w, 1e-5)
+
+    def composed(x, w, b):
+        return _composed_layer_norm(x, w, b if center else None, 2, 1e-5, center)
+    _check_fused_equals_composed(fused, composed, (6, 2, 10), (2, 10), seed=10)
 
 
 # ---- rms norm ---------------------------------------------------------------------------------------
@@ -226,21 +237,12 @@ def test_batch_norm_running_stats_update(dtype):
 
 
 def test_fused_batch_norm_equals_composed_ops():
-    x64, g64 = randn(4, 3, 7, seed=40), randn(4, 3, 7, seed=43)
-    w64, b64 = randn(3, seed=41), randn(3, seed=42)
-    outs = []
-    for fused in (True, False):
-        x, w, b = _t(x64, grad=True), _t(w64, grad=True), _t(b64, grad=True)
-        if fused:
-            y = batch_norm(x, None, None, w, b, training=True)
-        else:
-            d = x - x.mean((0, 2), keepdim=True)
-            y = d * ng.rsqrt((d * d).mean((0, 2), keepdim=True) + 1e-5)
-            y = y * w.reshape(1, 3, 1) + b.reshape(1, 3, 1)
-        y.backward(_t(g64))
-        outs.append([y.detach().numpy(), x.grad.numpy(), w.grad.numpy(), b.grad.numpy()])
-    for a, c in zip(*outs):
-        np.testing.assert_allclose(a, c, rtol=1e-10, atol=1e-12)
+    def composed(x, w, b):
+        d = x - x.mean((0, 2), keepdim=True)
+        y = d * ng.rsqrt((d * d).mean((0, 2), keepdim=True) + 1e-5)
+        return y * w.reshape(1, 3, 1) + b.reshape(1, 3, 1)
+    _check_fused_equals_composed(lambda x, w, b: batch_norm(x, None, None, w, b, training=True), composed,
+                                 (4, 3, 7), (3,), seed=40)
 
 
 def test_batch_norm_parallel_twin_equals_serial(monkeypatch):
@@ -289,22 +291,12 @@ def test_group_norm(shape, groups):
 
 
 def test_fused_group_norm_equals_composed_ops():
-    x64, g64 = randn(3, 6, 4, seed=63), randn(3, 6, 4, seed=66)
-    w64, b64 = randn(6, seed=64), randn(6, seed=65)
-    outs = []
-    for fused in (True, False):
-        x, w, b = _t(x64, grad=True), _t(w64, grad=True), _t(b64, grad=True)
-        if fused:
-            y = group_norm(x, 2, w, b)
-        else:
-            xg = x.reshape(3, 2, 12)
-            d = xg - xg.mean(-1, keepdim=True)
-            y = (d * ng.rsqrt((d * d).mean(-1, keepdim=True) + 1e-5)).reshape(3, 6, 4)
-            y = y * w.reshape(1, 6, 1) + b.reshape(1, 6, 1)
-        y.backward(_t(g64))
-        outs.append([y.detach().numpy(), x.grad.numpy(), w.grad.numpy(), b.grad.numpy()])
-    for a, c in zip(*outs):
-        np.testing.assert_allclose(a, c, rtol=1e-10, atol=1e-12)
+    def composed(x, w, b):
+        xg = x.reshape(3, 2, 12)
+        d = xg - xg.mean(-1, keepdim=True)
+        y = (d * ng.rsqrt((d * d).mean(-1, keepdim=True) + 1e-5)).reshape(3, 6, 4)
+        return y * w.reshape(1, 6, 1) + b.reshape(1, 6, 1)
+    _check_fused_equals_composed(lambda x, w, b: group_norm(x, 2, w, b), composed, (3, 6, 4), (6,), seed=63)
 
 
 def test_group_norm_errors():

@@ -14,9 +14,8 @@ import numpy as np
 import pytest
 
 import numbagrad as ng
-from numbagrad.backend import config
 from numbagrad.ops import pooling as P
-from optest import check_op, check_torch, randn, torch
+from optest import check_op, check_torch, parallel_and_serial, randn, torch
 
 F = torch.nn.functional if torch else None
 
@@ -317,16 +316,7 @@ def test_integer_input_raises():
 def test_parallel_path_equals_serial(name, kw, monkeypatch):
     x64 = distinct(64, 16, 20, 20, seed=12)  # 409,600 elements: above the test threshold (64K)
     fn = getattr(P, name)
-
-    def run():
-        x = ng.tensor(x64.astype(np.float32), requires_grad=True)
-        y = fn(x, **kw)
-        y.backward(ng.tensor(randn(*y.shape, seed=13).astype(np.float32)))
-        return y.detach().numpy(), x.grad.numpy()
-
-    y_par, g_par = run()
-    monkeypatch.setattr(config, "PARALLEL_THRESHOLD", 1 << 62)
-    y_ser, g_ser = run()
+    (y_par, g_par), (y_ser, g_ser) = parallel_and_serial(lambda x: fn(x, **kw), x64, 13, monkeypatch)
     np.testing.assert_array_equal(y_par, y_ser)
     np.testing.assert_array_equal(g_par, g_ser)
 

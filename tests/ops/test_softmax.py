@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 
 import numbagrad as ng
-from numbagrad.backend import config
-from optest import check_op, randn, torch
+from optest import check_op, parallel_and_serial, randn, torch
 from reference import activations as R
 
 F = torch.nn.functional if torch else None
@@ -88,16 +87,7 @@ def test_parallel_path_equals_serial(name, shape, dim, monkeypatch):
     x64 = randn(*shape, seed=3) * 4
     g64 = randn(*shape, seed=4)
     fn = getattr(ng, name)
-
-    def run():
-        x = ng.tensor(x64.astype(np.float32), requires_grad=True)
-        y = fn(x, dim)
-        y.backward(ng.tensor(g64.astype(np.float32)))
-        return y.detach().numpy(), x.grad.numpy()
-
-    y_par, g_par = run()
-    monkeypatch.setattr(config, "PARALLEL_THRESHOLD", 1 << 62)
-    y_ser, g_ser = run()
+    (y_par, g_par), (y_ser, g_ser) = parallel_and_serial(lambda x: fn(x, dim), x64, g64, monkeypatch)
     np.testing.assert_array_equal(y_par, y_ser)
     np.testing.assert_array_equal(g_par, g_ser)
     np.testing.assert_allclose(y_par, getattr(R, name)(x64, dim), rtol=2e-5, atol=1e-6)

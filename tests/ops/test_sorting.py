@@ -48,6 +48,12 @@ def stable_argsort(a, axis, descending):
     return np.argsort(-a if descending else a, axis=axis, kind="stable")
 
 
+def check_result(r, values, indices):
+    """A ``(values, indices)`` result equals the expected arrays."""
+    np.testing.assert_array_equal(npy(r.values), values)
+    np.testing.assert_array_equal(npy(r.indices), indices)
+
+
 def within_5se(estimate, expected, se):
     estimate, expected, se = np.broadcast_arrays(*(np.asarray(v, dtype=np.float64) for v in (estimate, expected, se)))
     bad = np.abs(estimate - expected) > 5 * se
@@ -63,13 +69,11 @@ def test_sort_distinct(shape, dim, descending, dtype):
     r = ng.sort(T(a), dim=dim, descending=descending)
     ref_idx = stable_argsort(a, dim, descending)
     assert r.values.dtype == dtype and r.indices.dtype == np.int64
-    np.testing.assert_array_equal(npy(r.indices), ref_idx)
-    np.testing.assert_array_equal(npy(r.values), np.take_along_axis(a, ref_idx, dim))
+    check_result(r, np.take_along_axis(a, ref_idx, dim), ref_idx)
     np.testing.assert_array_equal(npy(ng.argsort(T(a), dim=dim, descending=descending)), ref_idx)
     if torch is not None:
         tr = torch.sort(torch_of(a), dim=dim, descending=descending, stable=True)
-        np.testing.assert_array_equal(npy(r.values), tr.values.numpy())
-        np.testing.assert_array_equal(npy(r.indices), tr.indices.numpy())
+        check_result(r, tr.values.numpy(), tr.indices.numpy())
         np.testing.assert_array_equal(npy(ng.argsort(T(a), dim, descending, stable=True)),
                                       torch.argsort(torch_of(a), dim=dim, descending=descending, stable=True).numpy())
 
@@ -132,8 +136,7 @@ def test_sort_integer_and_bool(dtype, descending):
     r = ng.sort(T(a), descending=descending)
     assert r.values.dtype == dtype and r.indices.dtype == np.int64
     ref = np.argsort(a.astype(np.int64) * (-1 if descending else 1), axis=-1, kind="stable")
-    np.testing.assert_array_equal(npy(r.indices), ref)
-    np.testing.assert_array_equal(npy(r.values), np.take_along_axis(a, ref, -1))
+    check_result(r, np.take_along_axis(a, ref, -1), ref)
 
 
 def test_sort_results_are_namedtuples_and_methods():
@@ -174,25 +177,12 @@ def test_topk(shape, dim, largest):
     for k in sorted({0, 1, n // 2, n}):
         r = ng.topk(T(a), k, dim=dim, largest=largest)
         ref_idx = np.take(ref, np.arange(k), axis=dim)
-        np.testing.assert_array_equal(npy(r.indices), ref_idx)
-        np.testing.assert_array_equal(npy(r.values), np.take_along_axis(a, ref_idx, dim))
+        check_result(r, np.take_along_axis(a, ref_idx, dim), ref_idx)
         u = ng.topk(T(a), k, dim=dim, largest=largest, sorted=False)  # same set (here: same order)
         np.testing.assert_array_equal(np.sort(npy(u.values), axis=dim), np.sort(npy(r.values), axis=dim))
         if torch is not None:
             tr = torch.topk(torch_of(a), k, dim=dim, largest=largest)
-            np.testing.assert_array_equal(npy(r.values), tr.values.numpy())
-            np.testing.assert_array_equal(npy(r.indices), tr.indices.numpy())
-
-
-def test_topk_ties():
-    a = with_ties((5, 9), seed=2)
-    x = T(a)
-    r = ng.topk(x, 4, dim=1)
-    np.testing.assert_array_equal(npy(r.values), -np.sort(-a, axis=1)[:, :4])
-    np.testing.assert_array_equal(npy(x.gather(1, r.indices)), npy(r.values))
-    assert all(len(set(row)) == 4 for row in npy(r.indices))
-    if torch is not None:
-        np.testing.assert_array_equal(npy(r.values), torch.topk(torch_of(a), 4, dim=1).values.numpy())
+            check_result(r, tr.values.numpy(), tr.indices.numpy())
 
 
 @pytest.mark.parametrize("shape,dim", SHAPE_DIMS)
@@ -207,23 +197,26 @@ def test_kthvalue(shape, dim, keepdim):
         ref_val = np.take_along_axis(a, ref_idx, dim)
         if not keepdim:
             ref_idx, ref_val = ref_idx.squeeze(dim), ref_val.squeeze(dim)
-        np.testing.assert_array_equal(npy(r.indices), ref_idx)
-        np.testing.assert_array_equal(npy(r.values), ref_val)
+        check_result(r, ref_val, ref_idx)
         np.testing.assert_array_equal(npy(r.values), np.take(np.sort(a, axis=dim), [k - 1], axis=dim).reshape(ref_val.shape))
         if torch is not None:
             tr = torch.kthvalue(torch_of(a), k, dim=dim, keepdim=keepdim)
-            np.testing.assert_array_equal(npy(r.values), tr.values.numpy())
-            np.testing.assert_array_equal(npy(r.indices), tr.indices.numpy())
+            check_result(r, tr.values.numpy(), tr.indices.numpy())
 
 
-def test_kthvalue_ties():
-    a = with_ties((4, 7), seed=8)
+@pytest.mark.parametrize("op,shape,seed,args,kw,expected", [
+    ("topk", (5, 9), 2, (4,), dict(dim=1), lambda a: -np.sort(-a, axis=1)[:, :4]),
+    ("kthvalue", (4, 7), 8, (3,), dict(dim=1, keepdim=True), lambda a: np.sort(a, axis=1)[:, 2:3]),
+])
+def test_ties(op, shape, seed, args, kw, expected):
+    a = with_ties(shape, seed=seed)
     x = T(a)
-    r = ng.kthvalue(x, 3, dim=1, keepdim=True)
-    np.testing.assert_array_equal(npy(r.values), np.sort(a, axis=1)[:, 2:3])
+    r = getattr(ng, op)(x, *args, **kw)
+    np.testing.assert_array_equal(npy(r.values), expected(a))
     np.testing.assert_array_equal(npy(x.gather(1, r.indices)), npy(r.values))
+    assert all(len(set(row)) == len(row) for row in npy(r.indices))
     if torch is not None:
-        np.testing.assert_array_equal(npy(r.values), torch.kthvalue(torch_of(a), 3, dim=1, keepdim=True).values.numpy())
+        np.testing.assert_array_equal(npy(r.values), getattr(torch, op)(torch_of(a), *args, **kw).values.numpy())
 
 
 # ---- gradients -----------------------------------------------------------------------------------

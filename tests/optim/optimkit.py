@@ -101,6 +101,19 @@ def run_parity(ng_cls, t_cls, kw, dtype, torch, steps=STEPS, skips=None, tol=Non
     return P, T, o1, o2
 
 
+def ref_steps(params, grads_seq, skips=None):
+    """The loop of the per-tensor NumPy references: yields ``(i, p, g, t)`` for each step's
+    parameters that have a gradient (``g`` not None, ``i`` not in ``skips[step]``), ``t``
+    counting parameter ``i``'s own updates from 1; the caller updates ``p`` in place."""
+    t = [0] * len(params)
+    for k, grads in enumerate(grads_seq):
+        for i, (p, g) in enumerate(zip(params, grads)):
+            if g is None or i in (skips or {}).get(k, ()):
+                continue
+            t[i] += 1
+            yield i, p, g, t[i]
+
+
 def ref_moments(p, g, m, v, lr, b1, b2, wd, decoupled):
     """The first lines of the Adam family's NumPy references: weight decay (``decoupled``:
     ``p`` scaled in place by ``1 - lr*wd``; else ``wd*p`` added to ``g``), then the two

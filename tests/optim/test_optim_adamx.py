@@ -76,16 +76,11 @@ def _numpy_adamax(params, grads_seq, lr, b1, b2, eps, wd):
     """Kingma & Ba (2014), sec. 7.1, with torch's eps inside the max and L2 decay."""
     m = [np.zeros_like(p) for p in params]
     u = [np.zeros_like(p) for p in params]
-    t = [0] * len(params)
-    for grads in grads_seq:
-        for i, (p, g) in enumerate(zip(params, grads)):
-            if g is None:
-                continue
-            t[i] += 1
-            g = g + wd * p
-            m[i] = b1 * m[i] + (1 - b1) * g
-            u[i] = np.maximum(b2 * u[i], np.abs(g) + eps)
-            p -= lr / (1 - b1 ** t[i]) * m[i] / u[i]
+    for i, p, g, t in optimkit.ref_steps(params, grads_seq):
+        g = g + wd * p
+        m[i] = b1 * m[i] + (1 - b1) * g
+        u[i] = np.maximum(b2 * u[i], np.abs(g) + eps)
+        p -= lr / (1 - b1 ** t) * m[i] / u[i]
     return params
 
 
@@ -93,22 +88,17 @@ def _numpy_radam(params, grads_seq, lr, b1, b2, eps, wd, decoupled):
     """Liu et al. (2019), Algorithm 2, as documented for torch.optim.RAdam."""
     m = [np.zeros_like(p) for p in params]
     v = [np.zeros_like(p) for p in params]
-    t = [0] * len(params)
     rho_inf = 2 / (1 - b2) - 1
-    for grads in grads_seq:
-        for i, (p, g) in enumerate(zip(params, grads)):
-            if g is None:
-                continue
-            t[i] += 1
-            g, m[i], v[i] = optimkit.ref_moments(p, g, m[i], v[i], lr, b1, b2, wd, decoupled)
-            m_hat = m[i] / (1 - b1 ** t[i])
-            rho_t = rho_inf - 2 * t[i] * b2 ** t[i] / (1 - b2 ** t[i])
-            if rho_t > 5:
-                l_t = np.sqrt(1 - b2 ** t[i]) / (np.sqrt(v[i]) + eps)
-                r_t = np.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
-                p -= lr * m_hat * l_t * r_t
-            else:
-                p -= lr * m_hat
+    for i, p, g, t in optimkit.ref_steps(params, grads_seq):
+        g, m[i], v[i] = optimkit.ref_moments(p, g, m[i], v[i], lr, b1, b2, wd, decoupled)
+        m_hat = m[i] / (1 - b1 ** t)
+        rho_t = rho_inf - 2 * t * b2 ** t / (1 - b2 ** t)
+        if rho_t > 5:
+            l_t = np.sqrt(1 - b2 ** t) / (np.sqrt(v[i]) + eps)
+            r_t = np.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
+            p -= lr * m_hat * l_t * r_t
+        else:
+            p -= lr * m_hat
     return params
 
 
@@ -119,22 +109,17 @@ def _numpy_nadam(params, grads_seq, lr, b1, b2, eps, wd, psi, decoupled):
     m = [np.zeros_like(p) for p in params]
     v = [np.zeros_like(p) for p in params]
     prod = [np.float32(1.0)] * len(params)
-    t = [0] * len(params)
 
     def mu(k):
         return b1 * (1 - 0.5 * 0.96 ** (k * psi))
 
-    for grads in grads_seq:
-        for i, (p, g) in enumerate(zip(params, grads)):
-            if g is None:
-                continue
-            t[i] += 1
-            g, m[i], v[i] = optimkit.ref_moments(p, g, m[i], v[i], lr, b1, b2, wd, decoupled)
-            mu_t, mu_n = mu(t[i]), mu(t[i] + 1)
-            prod[i] = np.float32(prod[i] * np.float32(mu_t))
-            m_hat = mu_n * m[i] / (1 - float(prod[i]) * mu_n) + (1 - mu_t) * g / (1 - float(prod[i]))
-            v_hat = v[i] / (1 - b2 ** t[i])
-            p -= lr * m_hat / (np.sqrt(v_hat) + eps)
+    for i, p, g, t in optimkit.ref_steps(params, grads_seq):
+        g, m[i], v[i] = optimkit.ref_moments(p, g, m[i], v[i], lr, b1, b2, wd, decoupled)
+        mu_t, mu_n = mu(t), mu(t + 1)
+        prod[i] = np.float32(prod[i] * np.float32(mu_t))
+        m_hat = mu_n * m[i] / (1 - float(prod[i]) * mu_n) + (1 - mu_t) * g / (1 - float(prod[i]))
+        v_hat = v[i] / (1 - b2 ** t)
+        p -= lr * m_hat / (np.sqrt(v_hat) + eps)
     return params
 
 

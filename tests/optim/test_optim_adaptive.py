@@ -147,52 +147,41 @@ def _numpy_rmsprop(params, grads_seq, skips, lr, alpha, eps, wd, momentum, cente
     v = [np.zeros_like(p) for p in params]
     a = [np.zeros_like(p) for p in params]
     b = [np.zeros_like(p) for p in params]
-    for k, grads in enumerate(grads_seq):
-        for i, (p, g) in enumerate(zip(params, grads)):
-            if i in skips.get(k, ()):
-                continue
-            g = (-g if maximize else g) + wd * p
-            v[i] = alpha * v[i] + (1 - alpha) * g * g
-            if centered:
-                a[i] = alpha * a[i] + (1 - alpha) * g
-                avg = np.sqrt(v[i] - a[i] * a[i]) + eps
-            else:
-                avg = np.sqrt(v[i]) + eps
-            if momentum > 0:
-                b[i] = momentum * b[i] + g / avg
-                p -= lr * b[i]
-            else:
-                p -= lr * g / avg
+    for i, p, g, _ in optimkit.ref_steps(params, grads_seq, skips):
+        g = (-g if maximize else g) + wd * p
+        v[i] = alpha * v[i] + (1 - alpha) * g * g
+        if centered:
+            a[i] = alpha * a[i] + (1 - alpha) * g
+            avg = np.sqrt(v[i] - a[i] * a[i]) + eps
+        else:
+            avg = np.sqrt(v[i]) + eps
+        if momentum > 0:
+            b[i] = momentum * b[i] + g / avg
+            p -= lr * b[i]
+        else:
+            p -= lr * g / avg
     return params
 
 
 def _numpy_adagrad(params, grads_seq, skips, lr, lr_decay, wd, iav, eps, maximize):
     s = [np.full_like(p, iav) for p in params]
-    t = [0] * len(params)
-    for k, grads in enumerate(grads_seq):
-        for i, (p, g) in enumerate(zip(params, grads)):
-            if i in skips.get(k, ()):
-                continue
-            t[i] += 1
-            g = (-g if maximize else g) + wd * p
-            clr = lr / (1 + (t[i] - 1) * lr_decay)
-            s[i] = s[i] + g * g
-            p -= clr * g / (np.sqrt(s[i]) + eps)
+    for i, p, g, t in optimkit.ref_steps(params, grads_seq, skips):
+        g = (-g if maximize else g) + wd * p
+        clr = lr / (1 + (t - 1) * lr_decay)
+        s[i] = s[i] + g * g
+        p -= clr * g / (np.sqrt(s[i]) + eps)
     return params
 
 
 def _numpy_adadelta(params, grads_seq, skips, lr, rho, eps, wd, maximize):
     v = [np.zeros_like(p) for p in params]
     u = [np.zeros_like(p) for p in params]
-    for k, grads in enumerate(grads_seq):
-        for i, (p, g) in enumerate(zip(params, grads)):
-            if i in skips.get(k, ()):
-                continue
-            g = (-g if maximize else g) + wd * p
-            v[i] = rho * v[i] + (1 - rho) * g * g
-            delta = np.sqrt(u[i] + eps) / np.sqrt(v[i] + eps) * g
-            u[i] = rho * u[i] + (1 - rho) * delta * delta
-            p -= lr * delta
+    for i, p, g, _ in optimkit.ref_steps(params, grads_seq, skips):
+        g = (-g if maximize else g) + wd * p
+        v[i] = rho * v[i] + (1 - rho) * g * g
+        delta = np.sqrt(u[i] + eps) / np.sqrt(v[i] + eps) * g
+        u[i] = rho * u[i] + (1 - rho) * delta * delta
+        p -= lr * delta
     return params
 
 

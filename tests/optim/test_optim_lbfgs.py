@@ -38,6 +38,7 @@ from numbagrad.optim.lbfgs import LBFGS
 torch = pytest.importorskip("torch")
 
 from optimkit import converge, signature_counts  # noqa: E402
+from reference.lbfgs import curvature_history  # noqa: E402
 
 
 # ---- problems: float64 NumPy loss and gradient of the parameter values ------------------------
@@ -352,19 +353,9 @@ def test_converges(problem, steps, line_search):
 
 
 # ---- the two-loop kernel -----------------------------------------------------------------------------
-def _history(dtype, n=23, cap=6, count=5, start=4, seed=2):
-    """A ring of ``count`` curvature pairs of an SPD quadratic, wrapped around row 0."""
-    rng = np.random.default_rng(seed)
-    M = rng.standard_normal((n, n))
-    H = M @ M.T / n + np.eye(n)
-    dirs, stps, ro = np.zeros((cap, n)), np.zeros((cap, n)), np.zeros(cap)
-    for k in range(count):
-        j = (start + k) % cap
-        s = rng.standard_normal(n)
-        stps[j], dirs[j] = s, H @ s
-        ro[j] = 1.0 / (dirs[j] @ s)
-    g = rng.standard_normal(n)
-    return [a.astype(dtype) for a in (dirs, stps, ro, g)], start, count
+def _history(dtype):
+    """A ring of 5 curvature pairs in 6 rows, wrapped around row 0."""
+    return curvature_history(dtype, n=23, cap=6, count=5, start=4)
 
 
 def _two_loop_reference(dirs, stps, ro, g, start, count, h):

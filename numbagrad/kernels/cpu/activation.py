@@ -43,12 +43,94 @@ ENTRY_POINTS = (
 )
 
 
+# ---- the pointwise passes, by code ---------------------------------------------------------------
+# NOTE: the passes of one form are built by a factory whose closure holds the op's code, an int:
+# numba prunes the other branches of the pass's table before typing (the code is a constant),
+# so each pass compiles as fast as one written out; the code is appended to the pass's
+# qualified name, so each has its own cache files. The measurements and the reason are in
+# ``fused.py``'s note.
+(_RELU, _SIGMOID, _TANH, _HARDSIGMOID, _HARDSWISH, _SOFTSIGN, _SILU, _LOGSIGMOID, _MISH, _GELU_F32,
+ _GELU_F64, _GELU_TANH, _NEG_ABS, _NEG_HALF_SQ, _GELU_TANH_INNER) = range(15)
+
+
+def _value_pass(code):
+    """The pass ``out = op(x)`` of ``code``: the ops computed in one pass and the arguments of
+    the NumPy passes from ``x`` alone; the others from ``e``, the NumPy pass's transcendental
+    already in ``out`` (``exp(-|x|)``, ``log1p`` of it for logsigmoid, ``tanh`` of the inner
+    polynomial for gelu_tanh), updated in place (see the module docstring)."""
+    def value_pass(x, out):
+        for i in prange(out.size):
+            v = x[i]
+            if code == _RELU:
+                out[i] = S.relu(v)
+            elif code == _HARDSIGMOID:
+                out[i] = S.hardsigmoid(v)
+            elif code == _HARDSWISH:
+                out[i] = S.hardswish(v)
+            elif code == _SOFTSIGN:
+                out[i] = S.softsign(v)
+            elif code == _GELU_F32:
+                out[i] = S.gelu_from_erf(v, S.erf_f32(v * type(v)(S.SQRT1_2)))
+            elif code == _GELU_F64:
+                out[i] = S.gelu_from_erf(v, math.erf(v * S.SQRT1_2))
+            elif code == _NEG_ABS:
+                out[i] = -abs(v)
+            elif code == _NEG_HALF_SQ:
+                out[i] = -(v * v) * type(v)(0.5)
+            elif code == _GELU_TANH_INNER:
+                out[i] = S.gelu_tanh_inner(v)
+            elif code == _SIGMOID:
+                out[i] = S.sigmoid_from_exp(v, out[i])
+            elif code == _SILU:
+                out[i] = S.silu_from_exp(v, out[i])
+            elif code == _LOGSIGMOID:
+                out[i] = S.logsigmoid_from_log1p(v, out[i])
+            elif code == _MISH:
+                out[i] = S.mish_from_exp(v, out[i])
+            else:   # _GELU_TANH
+                out[i] = S.gelu_tanh_from_tanh(v, out[i])
+    value_pass.__qualname__ += f"_{code}"   # its own cache files (the NOTE above)
+    return flat_kernel(value_pass)
+
+
+def _grad_pass(code):
+    """The pass ``out = g * op'`` of ``code`` from the saved input ``x`` (relu, sigmoid and
+    tanh: the output ``y``, passed in its place) and, for silu, mish, gelu and gelu_tanh, ``e``,
+    the NumPy pass's transcendental already in ``out`` (``exp(-|x|)``, ``exp(-x^2/2)`` for
+    gelu, ``tanh`` of the inner polynomial for gelu_tanh), updated in place."""
+    def grad_pass(g, x, out):
+        for i in prange(out.size):
+            v = x[i]
+            if code == _RELU:
+                out[i] = S.relu_grad(g[i], v)
+            elif code == _SIGMOID:
+                out[i] = S.sigmoid_grad(g[i], v)
+            elif code == _TANH:
+                out[i] = S.tanh_grad(g[i], v)
+            elif code == _HARDSIGMOID:
+                out[i] = S.hardsigmoid_grad(g[i], v)
+            elif code == _HARDSWISH:
+                out[i] = S.hardswish_grad(g[i], v)
+            elif code == _SOFTSIGN:
+                out[i] = S.softsign_grad(g[i], v)
+            elif code == _SILU:
+                out[i] = S.silu_grad_from_exp(g[i], v, out[i])
+            elif code == _MISH:
+                out[i] = S.mish_grad_from_exp(g[i], v, out[i])
+            elif code == _GELU_F32:
+                out[i] = S.gelu_grad_from_erf_exp(g[i], v, S.erf_f32(v * type(v)(S.SQRT1_2)), out[i])
+            elif code == _GELU_F64:
+                out[i] = S.gelu_grad_from_erf_exp(g[i], v, math.erf(v * S.SQRT1_2), out[i])
+            else:   # _GELU_TANH
+                out[i] = S.gelu_tanh_grad_from_tanh(g[i], v, out[i])
+    grad_pass.__qualname__ += f"_{code}"   # its own cache files (the NOTE above)
+    return flat_kernel(grad_pass)
+
+
 # ---- helpers producing the argument of a NumPy transcendental --------------------------------
-@flat_kernel
-def _neg_abs(x, out):
-    """out = -|x|"""
-    for i in prange(out.size):
-        out[i] = -abs(x[i])
+_neg_abs = _value_pass(_NEG_ABS)                # out = -|x|
+_neg_half_sq = _value_pass(_NEG_HALF_SQ)        # out = -x*x/2
+_gelu_tanh_inner = _value_pass(_GELU_TANH_INNER)
 
 
 @flat_kernel
@@ -66,20 +148,6 @@ def _min0_scaled(x, s, out):
         out[i] = (v if v < 0 else type(v)(0)) * s
 
 
-@flat_kernel
-def _neg_half_sq(x, out):
-    """out = -x*x/2"""
-    for i in prange(out.size):
-        v = x[i]
-        out[i] = -(v * v) * type(v)(0.5)
-
-
-@flat_kernel
-def _gelu_tanh_inner(x, out):
-    for i in prange(out.size):
-        out[i] = S.gelu_tanh_inner(x[i])
-
-
 def _exp_neg_abs(x, out):
     """out = exp(-|x|) (in (0, 1]: never overflows)."""
     _neg_abs(x, out)
@@ -87,17 +155,32 @@ def _exp_neg_abs(x, out):
     return out
 
 
+def _from_exp_fwd(code):
+    """The entry point ``(x, out)`` of an op finished from ``exp(-|x|)``: the exp pass into
+    ``out``, then ``code``'s value pass in place."""
+    finish = _value_pass(code)
+
+    def fwd(x, out):
+        finish(x, _exp_neg_abs(x, out))
+    return fwd
+
+
+def _from_exp_bwd(code):
+    """The entry point ``(g, x, out)`` of a backward finished from ``exp(-|x|)``."""
+    finish = _grad_pass(code)
+
+    def bwd(g, x, out):
+        finish(g, x, _exp_neg_abs(x, out))
+    return bwd
+
+
 # ---- relu / leaky_relu / hardtanh (relu6) ------------------------------------------------------
-@flat_kernel
-def _relu_fwd_cpu(x, out):
-    for i in prange(out.size):
-        out[i] = S.relu(x[i])
+_relu_fwd_cpu = _value_pass(_RELU)
+_relu_bwd = _grad_pass(_RELU)
 
 
-@flat_kernel
 def _relu_bwd_cpu(g, y, out):
-    for i in prange(out.size):
-        out[i] = S.relu_grad(g[i], y[i])
+    _relu_bwd(g, y, out)
 
 
 @flat_kernel
@@ -124,94 +207,38 @@ def _hardtanh_bwd_cpu(g, x, lo, hi, out):
         out[i] = S.hardtanh_grad(g[i], x[i], lo, hi)
 
 
-@flat_kernel
-def _hardsigmoid_fwd_cpu(x, out):
-    for i in prange(out.size):
-        out[i] = S.hardsigmoid(x[i])
-
-
-@flat_kernel
-def _hardsigmoid_bwd_cpu(g, x, out):
-    for i in prange(out.size):
-        out[i] = S.hardsigmoid_grad(g[i], x[i])
-
-
-@flat_kernel
-def _hardswish_fwd_cpu(x, out):
-    for i in prange(out.size):
-        out[i] = S.hardswish(x[i])
-
-
-@flat_kernel
-def _hardswish_bwd_cpu(g, x, out):
-    for i in prange(out.size):
-        out[i] = S.hardswish_grad(g[i], x[i])
-
-
-@flat_kernel
-def _softsign_fwd_cpu(x, out):
-    for i in prange(out.size):
-        out[i] = S.softsign(x[i])
-
-
-@flat_kernel
-def _softsign_bwd_cpu(g, x, out):
-    for i in prange(out.size):
-        out[i] = S.softsign_grad(g[i], x[i])
+# ---- hardsigmoid / hardswish / softsign: one pass each way -------------------------------------
+_hardsigmoid_fwd_cpu = _value_pass(_HARDSIGMOID)
+_hardswish_fwd_cpu = _value_pass(_HARDSWISH)
+_softsign_fwd_cpu = _value_pass(_SOFTSIGN)
+_hardsigmoid_bwd_cpu = _grad_pass(_HARDSIGMOID)
+_hardswish_bwd_cpu = _grad_pass(_HARDSWISH)
+_softsign_bwd_cpu = _grad_pass(_SOFTSIGN)
 
 
 # ---- sigmoid / tanh / silu / logsigmoid -----------------------------------------------------------
-@flat_kernel
-def _sigmoid_from_exp(x, e):
-    """e = sigmoid(x) in place, from e = exp(-|x|)."""
-    for i in prange(e.size):
-        e[i] = S.sigmoid_from_exp(x[i], e[i])
+_sigmoid_fwd_cpu = _from_exp_fwd(_SIGMOID)
+_sigmoid_bwd = _grad_pass(_SIGMOID)
+_tanh_bwd = _grad_pass(_TANH)
 
 
-def _sigmoid_fwd_cpu(x, out):
-    _sigmoid_from_exp(x, _exp_neg_abs(x, out))
-
-
-@flat_kernel
 def _sigmoid_bwd_cpu(g, y, out):
-    for i in prange(out.size):
-        out[i] = S.sigmoid_grad(g[i], y[i])
+    _sigmoid_bwd(g, y, out)
 
 
 def _tanh_fwd_cpu(x, out):
     np.tanh(x, out=out)
 
 
-@flat_kernel
 def _tanh_bwd_cpu(g, y, out):
-    for i in prange(out.size):
-        out[i] = S.tanh_grad(g[i], y[i])
+    _tanh_bwd(g, y, out)
 
 
-@flat_kernel
-def _silu_from_exp(x, e):
-    for i in prange(e.size):
-        e[i] = S.silu_from_exp(x[i], e[i])
+_silu_fwd_cpu = _from_exp_fwd(_SILU)
+_silu_bwd_cpu = _from_exp_bwd(_SILU)
 
 
-def _silu_fwd_cpu(x, out):
-    _silu_from_exp(x, _exp_neg_abs(x, out))
-
-
-@flat_kernel
-def _silu_grad_from_exp(g, x, e):
-    for i in prange(e.size):
-        e[i] = S.silu_grad_from_exp(g[i], x[i], e[i])
-
-
-def _silu_bwd_cpu(g, x, out):
-    _silu_grad_from_exp(g, x, _exp_neg_abs(x, out))
-
-
-@flat_kernel
-def _logsigmoid_from_log1p(x, l1p):
-    for i in prange(l1p.size):
-        l1p[i] = S.logsigmoid_from_log1p(x[i], l1p[i])
+_logsigmoid_from_log1p = _value_pass(_LOGSIGMOID)
 
 
 def _logsigmoid_fwd_cpu(x, out, buf):
@@ -255,24 +282,8 @@ def _softplus_bwd_cpu(g, x, beta, threshold, out):
 
 
 # ---- mish ------------------------------------------------------------------------------------------
-@flat_kernel
-def _mish_from_exp(x, e):
-    for i in prange(e.size):
-        e[i] = S.mish_from_exp(x[i], e[i])
-
-
-def _mish_fwd_cpu(x, out):
-    _mish_from_exp(x, _exp_neg_abs(x, out))
-
-
-@flat_kernel
-def _mish_grad_from_exp(g, x, e):
-    for i in prange(e.size):
-        e[i] = S.mish_grad_from_exp(g[i], x[i], e[i])
-
-
-def _mish_bwd_cpu(g, x, out):
-    _mish_grad_from_exp(g, x, _exp_neg_abs(x, out))
+_mish_fwd_cpu = _from_exp_fwd(_MISH)
+_mish_bwd_cpu = _from_exp_bwd(_MISH)
 
 
 # ---- elu / selu / celu ----------------------------------------------------------------------------
@@ -296,36 +307,16 @@ def _elu_bwd_cpu(g, x, y, alpha, scale, input_scale, out):
 
 
 # ---- gelu -----------------------------------------------------------------------------------------
-@flat_kernel
-def _gelu_fwd_f32(x, out):
-    for i in prange(out.size):
-        v = x[i]
-        out[i] = S.gelu_from_erf(v, S.erf_f32(v * type(v)(S.SQRT1_2)))
-
-
-@flat_kernel
-def _gelu_fwd_f64(x, out):
-    for i in prange(out.size):
-        v = x[i]
-        out[i] = S.gelu_from_erf(v, math.erf(v * S.SQRT1_2))
+_gelu_fwd_f32 = _value_pass(_GELU_F32)
+_gelu_fwd_f64 = _value_pass(_GELU_F64)
 
 
 def _gelu_fwd_cpu(x, out):
     (_gelu_fwd_f32 if x.dtype == np.float32 else _gelu_fwd_f64)(x, out)
 
 
-@flat_kernel
-def _gelu_grad_f32(g, x, pdf_e):
-    for i in prange(pdf_e.size):
-        v = x[i]
-        pdf_e[i] = S.gelu_grad_from_erf_exp(g[i], v, S.erf_f32(v * type(v)(S.SQRT1_2)), pdf_e[i])
-
-
-@flat_kernel
-def _gelu_grad_f64(g, x, pdf_e):
-    for i in prange(pdf_e.size):
-        v = x[i]
-        pdf_e[i] = S.gelu_grad_from_erf_exp(g[i], v, math.erf(v * S.SQRT1_2), pdf_e[i])
+_gelu_grad_f32 = _grad_pass(_GELU_F32)   # pdf_e = gelu'(x) g in place, from pdf_e = exp(-x^2/2)
+_gelu_grad_f64 = _grad_pass(_GELU_F64)
 
 
 def _gelu_bwd_cpu(g, x, out):
@@ -334,22 +325,14 @@ def _gelu_bwd_cpu(g, x, out):
     (_gelu_grad_f32 if x.dtype == np.float32 else _gelu_grad_f64)(g, x, out)
 
 
-@flat_kernel
-def _gelu_tanh_from_tanh(x, th):
-    for i in prange(th.size):
-        th[i] = S.gelu_tanh_from_tanh(x[i], th[i])
+_gelu_tanh_from_tanh = _value_pass(_GELU_TANH)
+_gelu_tanh_grad_from_tanh = _grad_pass(_GELU_TANH)
 
 
 def _gelu_tanh_fwd_cpu(x, out):
     _gelu_tanh_inner(x, out)
     np.tanh(out, out=out)
     _gelu_tanh_from_tanh(x, out)
-
-
-@flat_kernel
-def _gelu_tanh_grad_from_tanh(g, x, th):
-    for i in prange(th.size):
-        th[i] = S.gelu_tanh_grad_from_tanh(g[i], x[i], th[i])
 
 
 def _gelu_tanh_bwd_cpu(g, x, out):

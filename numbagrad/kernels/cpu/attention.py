@@ -31,7 +31,7 @@ with a vectorisable polynomial exp 0.69-0.72; three passes -- an @njit pass writ
 max-shifted logits (-inf where masked), NumPy's SIMD ``np.exp`` in place, an @njit pass
 normalising (+ dropout) -- 0.37-0.54. The forward is those three passes. Row loops are
 ``prange`` in :func:`flat_kernel` (serial twin below ``config.PARALLEL_THRESHOLD``
-elements); sums use 8 independent accumulators (``softmax._row_sum`` / ``_row_dot``).
+elements); sums use 8 independent accumulators (as ``_rowreduce.vsum`` / ``vdot_dev``).
 """
 import numpy as np
 from numba import prange

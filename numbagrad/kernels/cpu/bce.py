@@ -35,7 +35,8 @@ from numba import prange
 from numba.core import types
 from numba.extending import overload
 
-from .._jit import flat_kernel
+from .._jit import flat_kernel, scalar_helper
+from .. import scalar as S
 from .loss import _sum8, vexp
 
 # the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
@@ -83,6 +84,20 @@ def _vlog1p_unit_impl(e):
     return None
 
 
+@scalar_helper
+def _row_span(r, L, n):
+    """(first element, length) of row ``r`` of ``L`` columns over ``n`` elements (the last
+    row may be short)."""
+    i0 = r * L
+    return i0, min(L, n - i0)
+
+
+@scalar_helper
+def _softplus_neg(x):
+    """``sp(-x) = max(-x, 0) + log1p(exp(-|x|))``, vectorisable."""
+    return max(-x, type(x)(0.0)) + vlog1p_unit(vexp(-abs(x)))
+
+
 @flat_kernel
 def _bce_logits_fwd_cpu(x, y, w, w_rs, pw, pw_rs, has_w, has_pw, L, loss, need_total):
     """Per-element loss into ``loss``; returns the float64 sum (see the module docstring)."""
@@ -90,8 +105,7 @@ def _bce_logits_fwd_cpu(x, y, w, w_rs, pw, pw_rs, has_w, has_pw, L, loss, need_t
     nrows = (n + L - 1) // L
     total = 0.0
     for r in prange(nrows):
-        i0 = r * L
-        m = min(L, n - i0)
+        i0, m = _row_span(r, L, n)
         xr = x[i0:i0 + m]
         yr = y[i0:i0 + m]
         lr = loss[i0:i0 + m]
@@ -99,13 +113,10 @@ def _bce_logits_fwd_cpu(x, y, w, w_rs, pw, pw_rs, has_w, has_pw, L, loss, need_t
             xv = xr[j]
             yv = yr[j]
             one = type(xv)(1.0)
-            zero = type(xv)(0.0)
-            e = vexp(-abs(xv))
-            spn = max(-xv, zero) + vlog1p_unit(e)
             lw = one
             if has_pw:
                 lw = one + (pw[r * pw_rs + j] - one) * yv
-            v = (one - yv) * xv + lw * spn
+            v = (one - yv) * xv + lw * _softplus_neg(xv)
             if has_w:
                 v = v * w[r * w_rs + j]
             lr[j] = v
@@ -121,8 +132,7 @@ def _bce_logits_bwd_cpu(x, y, w, w_rs, pw, pw_rs, has_w, has_pw, L, gout, per_el
     n = x.size
     nrows = (n + L - 1) // L
     for r in prange(nrows):
-        i0 = r * L
-        m = min(L, n - i0)
+        i0, m = _row_span(r, L, n)
         xr = x[i0:i0 + m]
         yr = y[i0:i0 + m]
         gr = grad[i0:i0 + m]
@@ -130,10 +140,7 @@ def _bce_logits_bwd_cpu(x, y, w, w_rs, pw, pw_rs, has_w, has_pw, L, gout, per_el
             xv = xr[j]
             yv = yr[j]
             one = type(xv)(1.0)
-            zero = type(xv)(0.0)
-            e = vexp(-abs(xv))
-            inv = one / (one + e)
-            sig = inv if xv >= zero else e * inv
+            sig = S.sigmoid_from_exp(xv, vexp(-abs(xv)))
             if has_pw:
                 p = pw[r * pw_rs + j]
                 d = (one + (p - one) * yv) * sig - p * yv

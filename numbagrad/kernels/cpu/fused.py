@@ -55,42 +55,124 @@ def _chunk(m, p):
     return (m + p - 1) // p
 
 
+# ---- the passes, by code ----------------------------------------------------------------------------
+# NOTE: each pass below is built per code by a factory whose closure holds the code, an int:
+# numba prunes the other branches of the pass's table before typing (the code is a constant),
+# so a pass compiles and runs as one written out. Numba's disk cache names its files by the
+# qualified name, so each factory appends the code to it: passes of one factory sharing an index
+# file could, filled by two processes at once, be saved under one data file name and load each
+# other's code (the entry's key, which includes the closure's cells, would not catch it). A code
+# passed as an argument kept
+# the whole switch in the loop (relu's backward: 4.1 ms against 0.17 ms on 1024x1024 float32);
+# the table in a helper taking the code was as fast but typed every branch (2-3x the compile
+# time); a closure over the scalar function itself would not cache (a dispatcher pickles with a
+# per-process id).
+(_NONE, _RELU, _TANH, _SIGMOID, _SILU, _GELU_F32, _GELU_F64, _GELU_TANH, _NEG, _NEG_HALF_SQ,
+ _GELU_TANH_INNER, _RECIP_ONE_PLUS) = range(12)
+
+
+def _bias_pass(code):
+    """The pass ``y = op(y + b)`` in place (row broadcast of ``b``): ``_NONE``, ``_RELU``,
+    ``_NEG``."""
+    def bias_pass(y, b):
+        m, n = y.shape
+        for r in prange(m):
+            for j in range(n):
+                v = y[r, j] + b[j]
+                if code == _RELU:
+                    y[r, j] = S.relu(v)
+                elif code == _NEG:
+                    y[r, j] = -v
+                else:
+                    y[r, j] = v
+    bias_pass.__qualname__ += f"_{code}"   # its own cache files (the NOTE above)
+    return flat_kernel(bias_pass)
+
+
+def _bias_keep_pass(code):
+    """The pass ``y += b; out = op(y)`` (``y`` keeps the pre-activation): ``_NEG``,
+    ``_GELU_F32``, ``_GELU_F64``, ``_GELU_TANH_INNER`` (the tanh argument)."""
+    def bias_keep_pass(y, b, out):
+        m, n = y.shape
+        for r in prange(m):
+            for j in range(n):
+                v = y[r, j] + b[j]
+                y[r, j] = v
+                if code == _NEG:
+                    out[r, j] = -v
+                elif code == _GELU_F32:
+                    out[r, j] = S.gelu_from_erf(v, S.erf_f32(v * np.float32(S.SQRT1_2)))
+                elif code == _GELU_F64:
+                    out[r, j] = S.gelu_from_erf(v, math.erf(v * S.SQRT1_2))
+                else:
+                    out[r, j] = S.gelu_tanh_inner(v)
+    bias_keep_pass.__qualname__ += f"_{code}"   # its own cache files (the NOTE above)
+    return flat_kernel(bias_keep_pass)
+
+
+def _map_pass(code):
+    """The pass ``out = op(z, out)``: ``_RECIP_ONE_PLUS`` (``1 / (1 + out)``, in place: call
+    it as ``(e, e)``), ``_GELU_TANH`` (gelu_tanh of ``z`` from ``out = tanh(inner(z))``),
+    ``_NEG_HALF_SQ`` (``-z^2 / 2``), ``_GELU_TANH_INNER``."""
+    def map_pass(z, out):
+        m, n = z.shape
+        for r in prange(m):
+            for j in range(n):
+                if code == _RECIP_ONE_PLUS:
+                    out[r, j] = out.dtype.type(1) / (out.dtype.type(1) + out[r, j])
+                elif code == _GELU_TANH:
+                    out[r, j] = S.gelu_tanh_from_tanh(z[r, j], out[r, j])
+                elif code == _NEG_HALF_SQ:
+                    out[r, j] = -(z[r, j] * z[r, j]) * z.dtype.type(0.5)
+                else:
+                    out[r, j] = S.gelu_tanh_inner(z[r, j])
+    map_pass.__qualname__ += f"_{code}"   # its own cache files (the NOTE above)
+    return flat_kernel(map_pass)
+
+
+def _grad_pass(code):
+    """The backward pass ``gz = g * act'(.)`` from the saved ``s`` (the output for
+    relu/tanh/sigmoid, the pre-activation ``z`` for gelu/gelu_tanh, the sigmoid for silu,
+    whose output is ``y``) and what ``gz`` holds (exp(-z^2/2) for gelu, tanh of the inner
+    polynomial for gelu_tanh), and in the same loop the bias-gradient partial sums
+    ``part[c, :] += gz[r, :]`` over the rows of chunk ``c`` (``_NONE``: of ``g``; ``gz`` is
+    not written)."""
+    def grad_pass(g, s, y, gz, part):
+        m, n = g.shape
+        p = part.shape[0]
+        rows = _chunk(m, p)
+        for c in prange(p):
+            for r in range(c * rows, min(m, (c + 1) * rows)):
+                for j in range(n):
+                    sv = s[r, j]
+                    if code == _RELU:
+                        v = S.relu_grad(g[r, j], sv)
+                    elif code == _TANH:
+                        v = S.tanh_grad(g[r, j], sv)
+                    elif code == _SIGMOID:
+                        v = S.sigmoid_grad(g[r, j], sv)
+                    elif code == _SILU:
+                        v = g[r, j] * (sv + y[r, j] * (type(sv)(1) - sv))
+                    elif code == _GELU_F32:
+                        v = S.gelu_grad_from_erf_exp(g[r, j], sv, S.erf_f32(sv * np.float32(S.SQRT1_2)), gz[r, j])
+                    elif code == _GELU_F64:
+                        v = S.gelu_grad_from_erf_exp(g[r, j], sv, math.erf(sv * S.SQRT1_2), gz[r, j])
+                    elif code == _GELU_TANH:
+                        v = S.gelu_tanh_grad_from_tanh(g[r, j], sv, gz[r, j])
+                    else:
+                        v = g[r, j]
+                    if code != _NONE:
+                        gz[r, j] = v
+                    part[c, j] += v
+    grad_pass.__qualname__ += f"_{code}"   # its own cache files (the NOTE above)
+    return flat_kernel(grad_pass)
+
+
 # ---- forward ------------------------------------------------------------------------------------------
-@flat_kernel
-def _bias_fwd_cpu(y, b):
-    """y += b (row broadcast)."""
-    m, n = y.shape
-    for r in prange(m):
-        for j in range(n):
-            y[r, j] += b[j]
-
-
-@flat_kernel
-def _bias_relu_fwd_cpu(y, b):
-    """y = relu(y + b)."""
-    m, n = y.shape
-    for r in prange(m):
-        for j in range(n):
-            y[r, j] = S.relu(y[r, j] + b[j])
-
-
-@flat_kernel
-def _bias_add_neg(y, b, scale):
-    """y = (y + b) * scale (the argument of the following ufunc pass)."""
-    m, n = y.shape
-    for r in prange(m):
-        for j in range(n):
-            y[r, j] = (y[r, j] + b[j]) * scale
-
-
-@flat_kernel
-def _recip_one_plus(e):
-    """e = 1 / (1 + e)."""
-    m, n = e.shape
-    one = e.dtype.type(1)
-    for r in prange(m):
-        for j in range(n):
-            e[r, j] = one / (one + e[r, j])
+_bias_fwd_cpu = _bias_pass(_NONE)           # y += b
+_bias_relu_fwd_cpu = _bias_pass(_RELU)      # y = relu(y + b)
+_bias_neg = _bias_pass(_NEG)                # y = -(y + b), the argument of the exp pass
+_recip_one_plus = _map_pass(_RECIP_ONE_PLUS)    # e = 1 / (1 + e), called as (e, e)
 
 
 def _bias_tanh_fwd_cpu(y, b):
@@ -101,21 +183,13 @@ def _bias_tanh_fwd_cpu(y, b):
 
 def _bias_sigmoid_fwd_cpu(y, b):
     """y = 1 / (1 + exp(-(y + b))) (exp may overflow to inf: the limit 0 is right)."""
-    _bias_add_neg(y, b, y.dtype.type(-1))
+    _bias_neg(y, b)
     with np.errstate(over="ignore"):
         np.exp(y, out=y)
-    _recip_one_plus(y)
+    _recip_one_plus(y, y)
 
 
-@flat_kernel
-def _bias_neg_into(y, b, out):
-    """y += b; out = -y."""
-    m, n = y.shape
-    for r in prange(m):
-        for j in range(n):
-            v = y[r, j] + b[j]
-            y[r, j] = v
-            out[r, j] = -v
+_bias_neg_into = _bias_keep_pass(_NEG)      # y += b; out = -y
 
 
 @flat_kernel
@@ -139,24 +213,8 @@ def _bias_silu_fwd_cpu(y, b, out):
     _silu_from_expneg(y, out)
 
 
-@flat_kernel
-def _bias_gelu_f32_fwd(y, b, out):
-    m, n = y.shape
-    for r in prange(m):
-        for j in range(n):
-            v = y[r, j] + b[j]
-            y[r, j] = v
-            out[r, j] = S.gelu_from_erf(v, S.erf_f32(v * np.float32(S.SQRT1_2)))
-
-
-@flat_kernel
-def _bias_gelu_f64_fwd(y, b, out):
-    m, n = y.shape
-    for r in prange(m):
-        for j in range(n):
-            v = y[r, j] + b[j]
-            y[r, j] = v
-            out[r, j] = S.gelu_from_erf(v, math.erf(v * S.SQRT1_2))
+_bias_gelu_f32_fwd = _bias_keep_pass(_GELU_F32)
+_bias_gelu_f64_fwd = _bias_keep_pass(_GELU_F64)
 
 
 def _bias_gelu_fwd_cpu(y, b, out):
@@ -164,23 +222,8 @@ def _bias_gelu_fwd_cpu(y, b, out):
     (_bias_gelu_f32_fwd if y.dtype == np.float32 else _bias_gelu_f64_fwd)(y, b, out)
 
 
-@flat_kernel
-def _bias_gelu_inner(y, b, out):
-    """y += b; out = sqrt(2/pi) * (y + 0.044715 y^3)."""
-    m, n = y.shape
-    for r in prange(m):
-        for j in range(n):
-            v = y[r, j] + b[j]
-            y[r, j] = v
-            out[r, j] = S.gelu_tanh_inner(v)
-
-
-@flat_kernel
-def _gelu_tanh_from_tanh2(z, th):
-    m, n = z.shape
-    for r in prange(m):
-        for j in range(n):
-            th[r, j] = S.gelu_tanh_from_tanh(z[r, j], th[r, j])
+_bias_gelu_inner = _bias_keep_pass(_GELU_TANH_INNER)   # y += b; out = sqrt(2/pi) (y + 0.044715 y^3)
+_gelu_tanh_from_tanh2 = _map_pass(_GELU_TANH)          # th = gelu_tanh(z) from th = tanh(inner(z))
 
 
 def _bias_gelu_tanh_fwd_cpu(y, b, out):
@@ -191,140 +234,52 @@ def _bias_gelu_tanh_fwd_cpu(y, b, out):
 
 
 # ---- backward: g * act' and the bias-gradient partial sums in one pass ----------------------------------
-@flat_kernel
+_bias_only_bwd = _grad_pass(_NONE)
+_relu_bwd = _grad_pass(_RELU)
+_tanh_bwd = _grad_pass(_TANH)
+_sigmoid_bwd = _grad_pass(_SIGMOID)
+_silu_bwd = _grad_pass(_SILU)
+
+
 def _bias_bwd_cpu(g, part):
     """part[c, :] = sum of g over the rows of chunk c."""
-    m, n = g.shape
-    p = part.shape[0]
-    rows = _chunk(m, p)
-    for c in prange(p):
-        for r in range(c * rows, min(m, (c + 1) * rows)):
-            for j in range(n):
-                part[c, j] += g[r, j]
+    _bias_only_bwd(g, g, g, g, part)
 
 
-@flat_kernel
 def _bias_relu_bwd_cpu(g, y, gz, part):
-    m, n = g.shape
-    p = part.shape[0]
-    rows = _chunk(m, p)
-    for c in prange(p):
-        for r in range(c * rows, min(m, (c + 1) * rows)):
-            for j in range(n):
-                v = S.relu_grad(g[r, j], y[r, j])
-                gz[r, j] = v
-                part[c, j] += v
+    _relu_bwd(g, y, y, gz, part)
 
 
-@flat_kernel
 def _bias_tanh_bwd_cpu(g, y, gz, part):
-    m, n = g.shape
-    p = part.shape[0]
-    rows = _chunk(m, p)
-    for c in prange(p):
-        for r in range(c * rows, min(m, (c + 1) * rows)):
-            for j in range(n):
-                v = S.tanh_grad(g[r, j], y[r, j])
-                gz[r, j] = v
-                part[c, j] += v
+    _tanh_bwd(g, y, y, gz, part)
 
 
-@flat_kernel
 def _bias_sigmoid_bwd_cpu(g, y, gz, part):
-    m, n = g.shape
-    p = part.shape[0]
-    rows = _chunk(m, p)
-    for c in prange(p):
-        for r in range(c * rows, min(m, (c + 1) * rows)):
-            for j in range(n):
-                v = S.sigmoid_grad(g[r, j], y[r, j])
-                gz[r, j] = v
-                part[c, j] += v
+    _sigmoid_bwd(g, y, y, gz, part)
 
 
-@flat_kernel
 def _bias_silu_bwd_cpu(g, s, y, gz, part):
     """gz = g * (s + y (1 - s)) from s = sigmoid(z) and y = silu(z) = z s (no exp);
     partial sums."""
-    m, n = g.shape
-    p = part.shape[0]
-    rows = _chunk(m, p)
-    one = s.dtype.type(1)
-    for c in prange(p):
-        for r in range(c * rows, min(m, (c + 1) * rows)):
-            for j in range(n):
-                sv = s[r, j]
-                v = g[r, j] * (sv + y[r, j] * (one - sv))
-                gz[r, j] = v
-                part[c, j] += v
+    _silu_bwd(g, s, y, gz, part)
 
 
-@flat_kernel
-def _neg_half_sq2(z, out):
-    m, n = z.shape
-    half = z.dtype.type(0.5)
-    for r in prange(m):
-        for j in range(n):
-            v = z[r, j]
-            out[r, j] = -(v * v) * half
-
-
-@flat_kernel
-def _gelu_grad_f32_part(g, z, e, part):
-    m, n = g.shape
-    p = part.shape[0]
-    rows = _chunk(m, p)
-    for c in prange(p):
-        for r in range(c * rows, min(m, (c + 1) * rows)):
-            for j in range(n):
-                v = z[r, j]
-                d = S.gelu_grad_from_erf_exp(g[r, j], v, S.erf_f32(v * np.float32(S.SQRT1_2)), e[r, j])
-                e[r, j] = d
-                part[c, j] += d
-
-
-@flat_kernel
-def _gelu_grad_f64_part(g, z, e, part):
-    m, n = g.shape
-    p = part.shape[0]
-    rows = _chunk(m, p)
-    for c in prange(p):
-        for r in range(c * rows, min(m, (c + 1) * rows)):
-            for j in range(n):
-                v = z[r, j]
-                d = S.gelu_grad_from_erf_exp(g[r, j], v, math.erf(v * S.SQRT1_2), e[r, j])
-                e[r, j] = d
-                part[c, j] += d
+_neg_half_sq2 = _map_pass(_NEG_HALF_SQ)     # out = -z^2 / 2
+_gelu_grad_f32_part = _grad_pass(_GELU_F32)
+_gelu_grad_f64_part = _grad_pass(_GELU_F64)
 
 
 def _bias_gelu_bwd_cpu(g, z, gz, part):
     _neg_half_sq2(z, gz)
     np.exp(gz, out=gz)
-    (_gelu_grad_f32_part if z.dtype == np.float32 else _gelu_grad_f64_part)(g, z, gz, part)
+    (_gelu_grad_f32_part if z.dtype == np.float32 else _gelu_grad_f64_part)(g, z, z, gz, part)
 
 
-@flat_kernel
-def _gelu_inner2(z, out):
-    m, n = z.shape
-    for r in prange(m):
-        for j in range(n):
-            out[r, j] = S.gelu_tanh_inner(z[r, j])
-
-
-@flat_kernel
-def _gelu_tanh_grad_part(g, z, th, part):
-    m, n = g.shape
-    p = part.shape[0]
-    rows = _chunk(m, p)
-    for c in prange(p):
-        for r in range(c * rows, min(m, (c + 1) * rows)):
-            for j in range(n):
-                d = S.gelu_tanh_grad_from_tanh(g[r, j], z[r, j], th[r, j])
-                th[r, j] = d
-                part[c, j] += d
+_gelu_inner2 = _map_pass(_GELU_TANH_INNER)  # out = sqrt(2/pi) (z + 0.044715 z^3)
+_gelu_tanh_grad_part = _grad_pass(_GELU_TANH)
 
 
 def _bias_gelu_tanh_bwd_cpu(g, z, gz, part):
     _gelu_inner2(z, gz)
     np.tanh(gz, out=gz)
-    _gelu_tanh_grad_part(g, z, gz, part)
+    _gelu_tanh_grad_part(g, z, z, gz, part)

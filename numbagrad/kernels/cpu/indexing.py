@@ -25,7 +25,7 @@ general fallback of advanced-indexing backward (several index arrays).
 """
 from numba import prange
 
-from .._jit import cpu_jit, twin_kernel
+from .._jit import cpu_jit, scalar_helper, twin_kernel
 
 # the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
 ENTRY_POINTS = (
@@ -40,81 +40,98 @@ _BLK = 128
 
 
 # ---- gather / scatter (index has the shape of the output / source) -----------------------
-@twin_kernel(work=2)
-def _gather_fwd_cpu(x, index, out):
-    """out[a, i, b] = x[a, index[a, i, b], b]."""
-    A, M, B = out.shape
-    if A >= M:
-        for a in prange(A):
-            for i in range(M):
-                for b in range(B):
-                    out[a, i, b] = x[a, index[a, i, b], b]
+# gather and index_select are one loop over the (a, i) rows of the output, parallel over a or
+# over the indices, whichever is longer; ``_take_row`` copies one row (the code, a closure
+# constant of ``_gather_pass``, picks the index form: numba compiles only its branch).
+# NOTE: the factories here append the code to the pass's qualified name, so each pass has its
+# own numba cache files (why: ``fused.py``'s note).
+_PER_ELEMENT, _PER_ROW = range(2)
+
+
+@scalar_helper
+def _take_row(code, x, index, out, a, i):
+    """out[a, i, :] = x[a, index[a, i, :], :] (``_PER_ELEMENT``, gather) or
+    x[a, index[i], :] (``_PER_ROW``, index_select)."""
+    if code == _PER_ELEMENT:
+        for b in range(out.shape[2]):
+            out[a, i, b] = x[a, index[a, i, b], b]
     else:
-        for i in prange(M):
-            for a in range(A):
-                for b in range(B):
-                    out[a, i, b] = x[a, index[a, i, b], b]
+        r = index[i]
+        for b in range(out.shape[2]):
+            out[a, i, b] = x[a, r, b]
 
 
-@twin_kernel(work=1)
-def _scatter_add_fwd_cpu(out, index, src):
-    """out[a, index[a, i, b], b] += src[a, i, b] (duplicates accumulate)."""
-    A, M, B = index.shape
-    nb = (B + _BLK - 1) // _BLK
-    for t in prange(A * nb):
-        a = t // nb
-        b0 = (t - a * nb) * _BLK
-        b1 = min(b0 + _BLK, B)
-        for i in range(M):
-            for b in range(b0, b1):
-                out[a, index[a, i, b], b] += src[a, i, b]
+def _gather_pass(code):
+    """The gather-like kernel ``(x, index, out)`` of ``code`` (see :func:`_take_row`)."""
+    def gather_pass(x, index, out):
+        A, M = out.shape[0], out.shape[1]
+        if A >= M:
+            for a in prange(A):
+                for i in range(M):
+                    _take_row(code, x, index, out, a, i)
+        else:
+            for i in prange(M):
+                for a in range(A):
+                    _take_row(code, x, index, out, a, i)
+    gather_pass.__qualname__ += f"_{code}"   # its own cache files (the NOTE above)
+    return twin_kernel(work=2)(gather_pass)
 
 
-@twin_kernel(work=1)
-def _scatter_fwd_cpu(out, index, src):
-    """out[a, index[a, i, b], b] = src[a, i, b] (the last duplicate wins)."""
-    A, M, B = index.shape
-    nb = (B + _BLK - 1) // _BLK
-    for t in prange(A * nb):
-        a = t // nb
-        b0 = (t - a * nb) * _BLK
-        b1 = min(b0 + _BLK, B)
-        for i in range(M):
-            for b in range(b0, b1):
-                out[a, index[a, i, b], b] = src[a, i, b]
+_gather_fwd_cpu = _gather_pass(_PER_ELEMENT)     # out[a, i, b] = x[a, index[a, i, b], b]
 
 
-@twin_kernel(work=1)
+@scalar_helper
+def _nblocks(B):
+    """The number of ``_BLK``-wide blocks a row of ``B`` columns is split into."""
+    return (B + _BLK - 1) // _BLK
+
+
+@scalar_helper
+def _task_block(t, nb, B):
+    """``(a, b0, b1)``: task ``t`` of a ``prange`` over ``A * nb`` tasks is row ``a``'s column
+    block ``[b0, b1)``."""
+    a = t // nb
+    b0 = (t - a * nb) * _BLK
+    return a, b0, min(b0 + _BLK, B)
+
+
+_ADD, _SET, _FILL = range(3)
+
+
+def _scatter_pass(code):
+    """The scatter kernel ``(out, index, src)`` of ``code`` (a closure constant: numba
+    compiles only its branch; its own cache files, see ``fused.py``'s note):
+    ``out[a, index[a, i, b], b]`` ``+= src[a, i, b]`` (``_ADD``: duplicates accumulate),
+    ``= src[a, i, b]`` (``_SET``: the last duplicate wins) or ``= src`` (``_FILL``, a scalar)."""
+    def scatter_pass(out, index, src):
+        A, M, B = index.shape
+        nb = _nblocks(B)
+        for t in prange(A * nb):
+            a, b0, b1 = _task_block(t, nb, B)
+            for i in range(M):
+                for b in range(b0, b1):
+                    if code == _ADD:
+                        out[a, index[a, i, b], b] += src[a, i, b]
+                    elif code == _SET:
+                        out[a, index[a, i, b], b] = src[a, i, b]
+                    else:
+                        out[a, index[a, i, b], b] = src
+    scatter_pass.__qualname__ += f"_{code}"   # its own cache files (the NOTE above)
+    return twin_kernel(work=1)(scatter_pass)
+
+
+_scatter_add_fwd_cpu = _scatter_pass(_ADD)     # out[a, index[a, i, b], b] += src[a, i, b]
+_scatter_fwd_cpu = _scatter_pass(_SET)         # out[a, index[a, i, b], b] = src[a, i, b]
+_scatter_fill = _scatter_pass(_FILL)
+
+
 def _scatter_fill_fwd_cpu(out, index, value):
     """out[a, index[a, i, b], b] = value (also zeroes the scattered positions of a gradient)."""
-    A, M, B = index.shape
-    nb = (B + _BLK - 1) // _BLK
-    for t in prange(A * nb):
-        a = t // nb
-        b0 = (t - a * nb) * _BLK
-        b1 = min(b0 + _BLK, B)
-        for i in range(M):
-            for b in range(b0, b1):
-                out[a, index[a, i, b], b] = value
+    _scatter_fill(out, index, value)
 
 
 # ---- index_select / index_add (one 1-D index along the middle axis) ------------------------
-@twin_kernel(work=2)
-def _index_select_fwd_cpu(x, index, out):
-    """out[a, i, b] = x[a, index[i], b]."""
-    A, M, B = out.shape
-    if A >= M:
-        for a in prange(A):
-            for i in range(M):
-                r = index[i]
-                for b in range(B):
-                    out[a, i, b] = x[a, r, b]
-    else:
-        for i in prange(M):
-            r = index[i]
-            for a in range(A):
-                for b in range(B):
-                    out[a, i, b] = x[a, r, b]
+_index_select_fwd_cpu = _gather_pass(_PER_ROW)     # out[a, i, b] = x[a, index[i], b]
 
 
 @twin_kernel(work=2)
@@ -125,11 +142,9 @@ def _index_add_fwd_cpu(out, index, src, alpha):
     (with A == 1) the row scatter-add ``out[index[i], :] += src[i, :]``.
     """
     A, M, B = src.shape
-    nb = (B + _BLK - 1) // _BLK
+    nb = _nblocks(B)
     for t in prange(A * nb):
-        a = t // nb
-        b0 = (t - a * nb) * _BLK
-        b1 = min(b0 + _BLK, B)
+        a, b0, b1 = _task_block(t, nb, B)
         for i in range(M):
             r = index[i]
             for b in range(b0, b1):
@@ -152,10 +167,9 @@ def _embedding_bwd_cpu(grad_weight, index, grad, padding_idx):
     """grad_weight[index[i], :] += grad[i, :], skipping rows equal to padding_idx
     (pass -1 for none). Parallel over column blocks, serial over the indices."""
     M, D = grad.shape
-    nb = (D + _BLK - 1) // _BLK
+    nb = _nblocks(D)
     for t in prange(nb):
-        d0 = t * _BLK
-        d1 = min(d0 + _BLK, D)
+        _, d0, d1 = _task_block(t, nb, D)
         for i in range(M):
             r = index[i]
             if r == padding_idx:

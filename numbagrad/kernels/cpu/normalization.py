@@ -36,6 +36,7 @@ import math
 from numba import prange
 
 from .._jit import flat_kernel, scalar_helper
+from ._rowreduce import vdot_dev, vsqdev, vsum
 
 # the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
 ENTRY_POINTS = (
@@ -44,101 +45,20 @@ ENTRY_POINTS = (
 )
 
 
-# ---- eight-accumulator reductions over 1-D contiguous views ----------------------------------
-@scalar_helper
-def _vsum(a):
-    """sum of a (1-D)."""
-    n = a.shape[0]
-    z = a.dtype.type(0)
-    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = z
-    j = 0
-    while j + 8 <= n:
-        s0 += a[j]
-        s1 += a[j + 1]
-        s2 += a[j + 2]
-        s3 += a[j + 3]
-        s4 += a[j + 4]
-        s5 += a[j + 5]
-        s6 += a[j + 6]
-        s7 += a[j + 7]
-        j += 8
-    s = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
-    while j < n:
-        s += a[j]
-        j += 1
-    return s
-
-
-@scalar_helper
-def _vsqdev(a, m):
-    """sum of (a - m)**2."""
-    n = a.shape[0]
-    z = a.dtype.type(0)
-    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = z
-    j = 0
-    while j + 8 <= n:
-        d0 = a[j] - m
-        d1 = a[j + 1] - m
-        d2 = a[j + 2] - m
-        d3 = a[j + 3] - m
-        d4 = a[j + 4] - m
-        d5 = a[j + 5] - m
-        d6 = a[j + 6] - m
-        d7 = a[j + 7] - m
-        s0 += d0 * d0
-        s1 += d1 * d1
-        s2 += d2 * d2
-        s3 += d3 * d3
-        s4 += d4 * d4
-        s5 += d5 * d5
-        s6 += d6 * d6
-        s7 += d7 * d7
-        j += 8
-    s = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
-    while j < n:
-        d = a[j] - m
-        s += d * d
-        j += 1
-    return s
-
-
-@scalar_helper
-def _vdot_dev(g, a, m):
-    """sum of g * (a - m)."""
-    n = a.shape[0]
-    z = a.dtype.type(0)
-    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = z
-    j = 0
-    while j + 8 <= n:
-        s0 += g[j] * (a[j] - m)
-        s1 += g[j + 1] * (a[j + 1] - m)
-        s2 += g[j + 2] * (a[j + 2] - m)
-        s3 += g[j + 3] * (a[j + 3] - m)
-        s4 += g[j + 4] * (a[j + 4] - m)
-        s5 += g[j + 5] * (a[j + 5] - m)
-        s6 += g[j + 6] * (a[j + 6] - m)
-        s7 += g[j + 7] * (a[j + 7] - m)
-        j += 8
-    s = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
-    while j < n:
-        s += g[j] * (a[j] - m)
-        j += 1
-    return s
-
-
+# ---- eight-accumulator reductions over 1-D contiguous views (``_rowreduce``) ----------------
 @scalar_helper
 def _vsum_w(g, w):
     """(sum of g * w, with w empty meaning ones)."""
     if w.shape[0] == 0:
-        return _vsum(g)
-    return _vdot_dev(g, w, w.dtype.type(0))
+        return vsum(g, g.dtype.type(0))
+    return vdot_dev(g, w, w.dtype.type(0))
 
 
 @scalar_helper
 def _vdot_w_dev(g, w, a, m):
     """sum of g * w * (a - m) (w empty: ones)."""
     if w.shape[0] == 0:
-        return _vdot_dev(g, a, m)
+        return vdot_dev(g, a, m)
     n = a.shape[0]
     z = a.dtype.type(0)
     s0 = s1 = s2 = s3 = z
@@ -173,8 +93,8 @@ def _layer_norm_fwd_cpu(x, w, b, center, eps, out, mean, rstd):
     has_b = b.shape[0] != 0
     for r in prange(rows):
         xr = x[r]
-        m = _vsum(xr) * inv_n if center else dt(0)
-        v = _vsqdev(xr, m) * inv_n
+        m = vsum(xr, dt(0)) * inv_n if center else dt(0)
+        v = vsqdev(xr, m) * inv_n
         rs = dt(1) / math.sqrt(v + eps)
         mean[r] = m
         rstd[r] = rs
@@ -264,12 +184,12 @@ def _batch_norm_stats_cpu(x, mean, var):
             var[c] = dt(0)
         for i in range(N):
             for c in range(c0, c1):
-                mean[c] += _vsum(x[i, c])
+                mean[c] += vsum(x[i, c], dt(0))
         for c in range(c0, c1):
             mean[c] *= inv_m
         for i in range(N):
             for c in range(c0, c1):
-                var[c] += _vsqdev(x[i, c], mean[c])
+                var[c] += vsqdev(x[i, c], mean[c])
         for c in range(c0, c1):
             var[c] *= inv_m
 
@@ -316,8 +236,8 @@ def _batch_norm_bwd_cpu(g, x, mean, invstd, w, training, dx, dw, db):
             db[c] = dt(0)
         for i in range(N):
             for c in range(c0, c1):
-                db[c] += _vsum(g[i, c])
-                dw[c] += _vdot_dev(g[i, c], x[i, c], mean[c])
+                db[c] += vsum(g[i, c], dt(0))
+                dw[c] += vdot_dev(g[i, c], x[i, c], mean[c])
         for c in range(c0, c1):
             dw[c] *= invstd[c]
         for i in range(N):
@@ -357,8 +277,8 @@ def _group_norm_fwd_cpu(x, w, b, eps, out, mean, rstd):
         i = q // G
         grp = q - i * G
         xr = xf[q]
-        m = _vsum(xr) * inv_m
-        rs = dt(1) / math.sqrt(_vsqdev(xr, m) * inv_m + eps)
+        m = vsum(xr, dt(0)) * inv_m
+        rs = dt(1) / math.sqrt(vsqdev(xr, m) * inv_m + eps)
         mean[i, grp] = m
         rstd[i, grp] = rs
         for c in range(grp * cg, (grp + 1) * cg):
@@ -392,8 +312,8 @@ def _group_norm_bwd_cpu(g, x, mean, rstd, w, dx, dwp, dbp):
         sa = dt(0)
         sc = dt(0)
         for c in range(grp * cg, (grp + 1) * cg):
-            sg = _vsum(g[i, c])
-            sgx = _vdot_dev(g[i, c], x[i, c], m) * rs
+            sg = vsum(g[i, c], dt(0))
+            sgx = vdot_dev(g[i, c], x[i, c], m) * rs
             dbp[i, c] = sg
             dwp[i, c] = sgx
             wc = w[c] if has_w else dt(1)

@@ -36,9 +36,10 @@ off for a CPU-dependent share of inputs; the measurements are in ``perf/README.m
 bit for bit, to NumPy emulations of torch's ops (``tests/reference/optim_rounding.py``).
 
 The inlined helpers at the top (``step_count``, ``bias_corrections``, ``block_of``,
-``grad_block``, ``l2_grad``, ``lerp``, ``sq_avg``, ``moments``, ``adam_elem``, ``maximum``...) are
+``grad_block``, ``arena_block`` (the block prologue of every kernel), ``l2_grad``,
+``decayed_grad``, ``lerp``, ``sq_avg``, ``moments``, ``adam_elem``, ``axpy``, ``maximum``...) are
 shared by every optimizer kernel (``optim_adamx.py``, ``optim_adaptive.py``,
-``optim_lamb.py``; ``optim_lbfgs.py``'s gather uses ``grad_block``).
+``optim_lamb.py``; ``optim_lbfgs.py`` uses ``grad_block`` and ``axpy``).
 """
 import numpy as np
 from numba import carray, prange
@@ -99,6 +100,20 @@ def grad_block(grad, gsrc, s, lo, hi):
 
 
 @scalar_helper
+def arena_block(param, grad, layout, b):
+    """Block ``b`` of the arena as ``(s, lo, hi, pp, gg)``: its parameter ``s``, its element
+    range, and the views of ``param`` and of this step's gradient (:func:`grad_block`) over
+    it; ``s = -1`` (empty views) when that parameter has no gradient this step (the block
+    is skipped). ``layout``: the arena tables, as every optimizer kernel takes them."""
+    blk_start, blk_end, blk_seg, active, gsrc = layout
+    s, lo, hi = block_of(blk_start, blk_end, blk_seg, active, b)
+    pp = param[lo:hi]  # empty when skipped: block_of gives lo = hi = 0
+    if s < 0:
+        return s, lo, hi, pp, grad[lo:hi]
+    return s, lo, hi, pp, grad_block(grad, gsrc, s, lo, hi)
+
+
+@scalar_helper
 def lerp(s, e, w, omw, small):
     """``torch.lerp(s, e, w)`` rounded as torch: ``fma(w, e - s, s)`` when ``small``
     (``w < 0.5``), else ``fma(-omw, e - s, e)`` with ``omw = 1 - w``. Written as selects
@@ -130,18 +145,33 @@ def l2_grad(p, wd, g):
 
 
 @scalar_helper
+def decayed_grad(pp, gg, i, wd, sign):
+    """Element ``i`` of a block: ``(p, g)``, the parameter and its gradient with
+    ``maximize``'s sign and L2 weight decay (:func:`l2_grad`)."""
+    p = pp[i]
+    return p, l2_grad(p, wd, gg[i] * sign)
+
+
+@scalar_helper
 def adam_elem(pp, gg, mm, vv, i, wd, sign, mom):
     """Element ``i`` of an Adam-family block (parameter ``pp``, gradient ``gg``, moments
     ``mm``, ``vv``): the gradient with ``maximize``'s sign and L2 decay
     (``grad.add(param, alpha=wd)``), the new moments, stored; returns ``(p, g, m, v)``.
     ``mom``: :func:`moments`' scalars ``(omb1, omw, b2, omb2, small)``."""
     omb1, omw, b2, omb2, small = mom
-    p = pp[i]
-    g = l2_grad(p, wd, gg[i] * sign)
+    p, g = decayed_grad(pp, gg, i, wd, sign)
     m, v = moments(g, mm[i], vv[i], omb1, omw, b2, omb2, small)
     mm[i] = m
     vv[i] = v
     return p, g, m, v
+
+
+@scalar_helper
+def axpy(x, d, t):
+    """``x = fma(d, t, x)`` over a block: ``x.add_(d, alpha=t)`` rounded once, as torch does
+    (LAMB's last pass, L-BFGS's steps)."""
+    for i in range(x.size):
+        x[i] = fma(d[i], t, x[i])
 
 
 @scalar_helper
@@ -167,7 +197,7 @@ def _adam_step_cpu(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, layout, ste
     ``lerp_small`` selects the branch of ``torch.lerp`` (weight < 0.5; the other one
     uses ``omw = 1 - omb1``).
     """
-    blk_start, blk_end, blk_seg, active, gsrc = layout
+    blk_start, _, _, active, _ = layout
     lr, beta1, beta2, omb1, omw, b2, omb2, eps, wd, decay, sign, amsgrad, lerp_small = hyper
     mom = (omb1, omw, b2, omb2, lerp_small)
     for s in range(active.size):
@@ -176,15 +206,13 @@ def _adam_step_cpu(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, layout, ste
             seg_scal[2 * s] = -(lr / bc1)
             seg_scal[2 * s + 1] = bc2 ** 0.5
     for b in prange(blk_start.size):
-        s, lo, hi = block_of(blk_start, blk_end, blk_seg, active, b)
+        # Zero-based loops over slices: indexing with ``range(lo, hi)`` makes numba emit
+        # a negative-index wraparound per access, which blocks SIMD (perf/README.md).
+        s, lo, hi, pp, gg = arena_block(param, grad, layout, b)
         if s < 0:
             continue
         nss = seg_scal[2 * s]
         bc2s = seg_scal[2 * s + 1]
-        # Zero-based loops over slices: indexing with ``range(lo, hi)`` makes numba emit
-        # a negative-index wraparound per access, which blocks SIMD (perf/README.md).
-        pp = param[lo:hi]
-        gg = grad_block(grad, gsrc, s, lo, hi)
         mm = exp_avg[lo:hi]
         vv = exp_avg_sq[lo:hi]
         # Two loops, not a branch per element: a store to max_exp_avg_sq only in one of
@@ -214,19 +242,17 @@ def _sgd_step_cpu(param, grad, buf, layout, has_buf, hyper):
     ``buf = momentum*buf + (1-dampening)*g``. ``buf`` is only touched when
     ``use_momentum``.
     """
-    blk_start, blk_end, blk_seg, active, gsrc = layout
+    blk_start, _, _, active, _ = layout
     neg_lr, momentum, omd, wd, sign, use_momentum, nesterov = hyper
     for b in prange(blk_start.size):
-        s, lo, hi = block_of(blk_start, blk_end, blk_seg, active, b)
+        s, lo, hi, pp, gg = arena_block(param, grad, layout, b)
         if s < 0:
             continue
-        pp = param[lo:hi]
-        gg = grad_block(grad, gsrc, s, lo, hi)
         if use_momentum:
             bf = buf[lo:hi]
             first = has_buf[s] == 0
             for i in range(hi - lo):
-                g = l2_grad(pp[i], wd, gg[i] * sign)
+                p, g = decayed_grad(pp, gg, i, wd, sign)
                 if first:
                     bb = g
                 else:
@@ -236,10 +262,11 @@ def _sgd_step_cpu(param, grad, buf, layout, has_buf, hyper):
                     g = fma(bb, momentum, g)
                 else:
                     g = bb
-                pp[i] = fma(g, neg_lr, pp[i])
+                pp[i] = fma(g, neg_lr, p)
         else:
             for i in range(hi - lo):
-                pp[i] = fma(l2_grad(pp[i], wd, gg[i] * sign), neg_lr, pp[i])
+                p, g = decayed_grad(pp, gg, i, wd, sign)
+                pp[i] = fma(g, neg_lr, p)
     if use_momentum:
         for s in range(active.size):
             if active[s]:

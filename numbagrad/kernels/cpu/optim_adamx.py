@@ -29,12 +29,13 @@ rounds (how it was measured: ``perf/README.md``, "Optimizer kernels"):
   last bit for a CPU-dependent share of inputs; that residue is accepted (see
   ``optimkit.TOL``).
 """
+import math
+
 import numpy as np
 from numba import prange
 
 from .._jit import flat_kernel, scalar_helper
-from ._fma import fma
-from .optim import adam_elem, bias_corrections, block_of, grad_block, l2_grad, lerp, maximum, step_count
+from .optim import adam_elem, arena_block, bias_corrections, decayed_grad, lerp, maximum, step_count
 
 # the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
 ENTRY_POINTS = ("adamax_step", "radam_step", "nadam_step")
@@ -55,23 +56,20 @@ def _adamax_step_cpu(param, grad, exp_avg, exp_inf, layout, steps, seg_scal, hyp
     ``u = max(beta2*u, |g| + eps)`` (NaN propagates, as ``torch.maximum``),
     ``p = p + (-clr*m)/u``.
     """
-    blk_start, blk_end, blk_seg, active, gsrc = layout
+    blk_start, _, _, active, _ = layout
     lr, beta1, omb1, omw, b2, eps, wd, sign, lerp_small = hyper
     for s in range(active.size):
         if active[s]:
             seg_scal[2 * s] = -(lr / (1.0 - beta1 ** step_count(steps, s)))
     for b in prange(blk_start.size):
-        s, lo, hi = block_of(blk_start, blk_end, blk_seg, active, b)
+        s, lo, hi, pp, gg = arena_block(param, grad, layout, b)
         if s < 0:
             continue
         nclr = seg_scal[2 * s]
-        pp = param[lo:hi]
-        gg = grad_block(grad, gsrc, s, lo, hi)
         mm = exp_avg[lo:hi]
         uu = exp_inf[lo:hi]
         for i in range(hi - lo):
-            p = pp[i]
-            g = l2_grad(p, wd, gg[i] * sign)
+            p, g = decayed_grad(pp, gg, i, wd, sign)
             m = lerp(mm[i], g, omb1, omw, lerp_small)
             u = maximum(uu[i] * b2, abs(g) + eps)
             mm[i] = m
@@ -80,6 +78,19 @@ def _adamax_step_cpu(param, grad, exp_avg, exp_inf, layout, steps, seg_scal, hyp
 
 
 # ---- RAdam -------------------------------------------------------------------------------------
+@scalar_helper
+def radam_scalars(beta1, beta2, st):
+    """RAdam's per-parameter scalars at step ``st`` (the CUDA kernels call it too):
+    ``(bc1, sqrt(bc2), r)``, ``r`` the rectification, 0 while ``rho_t <= 5``."""
+    rho_inf = 2.0 / (1.0 - beta2) - 1.0
+    bc1, bc2 = bias_corrections(beta1, beta2, st)
+    rho_t = rho_inf - 2.0 * st * (beta2 ** st) / bc2
+    rect = 0.0
+    if rho_t > 5.0:
+        rect = math.sqrt((rho_t - 4.0) * (rho_t - 2.0) * rho_inf / ((rho_inf - 4.0) * (rho_inf - 2.0) * rho_t))
+    return bc1, math.sqrt(bc2), rect
+
+
 @flat_kernel
 def _radam_step_cpu(param, grad, exp_avg, exp_avg_sq, layout, steps, seg_scal, hyper):
     """RAdam (``torch.optim.radam._single_tensor_radam``) over a flat arena.
@@ -98,32 +109,24 @@ def _radam_step_cpu(param, grad, exp_avg, exp_avg_sq, layout, steps, seg_scal, h
     ``p -= ((m/bc1)*lr) * (sqrt(bc2) / (sqrt(v) + eps)) * r`` when rectified, else
     ``p -= (m/bc1)*lr``.
     """
-    blk_start, blk_end, blk_seg, active, gsrc = layout
+    blk_start, _, _, active, _ = layout
     beta1, beta2, lr_t, omb1, omw, b2, omb2, eps, wd, decay, sign, lerp_small = hyper
     mom = (omb1, omw, b2, omb2, lerp_small)
-    rho_inf = 2.0 / (1.0 - beta2) - 1.0
     for s in range(active.size):
         if active[s]:
-            st = step_count(steps, s)
-            bc1, bc2 = bias_corrections(beta1, beta2, st)
-            rho_t = rho_inf - 2.0 * st * (beta2 ** st) / bc2
-            rect = 0.0
-            if rho_t > 5.0:
-                rect = ((rho_t - 4.0) * (rho_t - 2.0) * rho_inf / ((rho_inf - 4.0) * (rho_inf - 2.0) * rho_t)) ** 0.5
+            bc1, bc2s, rect = radam_scalars(beta1, beta2, step_count(steps, s))
             seg_scal[3 * s] = bc1
-            seg_scal[3 * s + 1] = bc2 ** 0.5
+            seg_scal[3 * s + 1] = bc2s
             seg_scal[3 * s + 2] = rect
     one = type(lr_t)(1.0)  # 1 in the parameter dtype (torch's reciprocal)
     for b in prange(blk_start.size):
-        s, lo, hi = block_of(blk_start, blk_end, blk_seg, active, b)
+        s, lo, hi, pp, gg = arena_block(param, grad, layout, b)
         if s < 0:
             continue
         bc1 = seg_scal[3 * s]
         bc2s = seg_scal[3 * s + 1]
         rect = seg_scal[3 * s + 2]
         rectified = rect > 0
-        pp = param[lo:hi]
-        gg = grad_block(grad, gsrc, s, lo, hi)
         mm = exp_avg[lo:hi]
         vv = exp_avg_sq[lo:hi]
         for i in range(hi - lo):
@@ -135,8 +138,9 @@ def _radam_step_cpu(param, grad, exp_avg, exp_avg_sq, layout, steps, seg_scal, h
 
 # ---- NAdam -------------------------------------------------------------------------------------
 @scalar_helper
-def _mu(beta1, momentum_decay, t):
-    """NAdam's momentum schedule ``beta1 * (1 - 0.5 * 0.96**(t * momentum_decay))``."""
+def nadam_mu(beta1, momentum_decay, t):
+    """NAdam's momentum schedule ``beta1 * (1 - 0.5 * 0.96**(t * momentum_decay))`` (the
+    CUDA kernels call it too)."""
     return beta1 * (1.0 - 0.5 * (0.96 ** (t * momentum_decay)))
 
 
@@ -155,28 +159,26 @@ def _nadam_step_cpu(param, grad, exp_avg, exp_avg_sq, layout, steps, mu_product,
     Per element: ``m = lerp(m, g, 1-beta1)``, ``v = beta2*v + (1-beta2)*g*g``,
     ``d = sqrt(v/bc2) + eps``, ``p += (c1*g)/d``, ``p += (c2*m)/d``.
     """
-    blk_start, blk_end, blk_seg, active, gsrc = layout
+    blk_start, _, _, active, _ = layout
     lr, beta1, beta2, momentum_decay, omb1, omw, b2, omb2, eps, wd, decay, sign, lerp_small = hyper
     mom = (omb1, omw, b2, omb2, lerp_small)
     for s in range(active.size):
         if active[s]:
             st = step_count(steps, s)
-            mu = _mu(beta1, momentum_decay, st)
-            mu_next = _mu(beta1, momentum_decay, st + 1.0)
+            mu = nadam_mu(beta1, momentum_decay, st)
+            mu_next = nadam_mu(beta1, momentum_decay, st + 1.0)
             mu_product[s] = mu_product[s] * np.float32(mu)
             mp = np.float64(mu_product[s])
             seg_scal[3 * s] = 1.0 - beta2 ** st
             seg_scal[3 * s + 1] = -lr * (1.0 - mu) / (1.0 - mp)
             seg_scal[3 * s + 2] = (-lr * mu_next) / (1.0 - mp * mu_next)
     for b in prange(blk_start.size):
-        s, lo, hi = block_of(blk_start, blk_end, blk_seg, active, b)
+        s, lo, hi, pp, gg = arena_block(param, grad, layout, b)
         if s < 0:
             continue
         bc2 = seg_scal[3 * s]
         c1 = seg_scal[3 * s + 1]
         c2 = seg_scal[3 * s + 2]
-        pp = param[lo:hi]
-        gg = grad_block(grad, gsrc, s, lo, hi)
         mm = exp_avg[lo:hi]
         vv = exp_avg_sq[lo:hi]
         for i in range(hi - lo):

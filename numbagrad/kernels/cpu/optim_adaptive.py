@@ -29,7 +29,7 @@ from numba import prange
 
 from .._jit import flat_kernel
 from ._fma import fma
-from .optim import block_of, count_steps, grad_block, l2_grad, lerp, sq_avg, step_count
+from .optim import arena_block, count_steps, decayed_grad, lerp, sq_avg, step_count
 
 # the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
 ENTRY_POINTS = ("rmsprop_step", "adagrad_step", "adadelta_step")
@@ -47,21 +47,18 @@ def _rmsprop_step_cpu(param, grad, square_avg, grad_avg, momentum_buffer, layout
     otherwise). ``lerp_small``: ``oma < 0.5`` (which branch of ``torch.lerp``).
     ``steps`` only counts (RMSprop does not use it).
     """
-    blk_start, blk_end, blk_seg, active, gsrc = layout
+    blk_start, _, _, active, _ = layout
     neg_lr, alpha, oma, omw, eps, wd, sign, momentum, centered, use_momentum, lerp_small = hyper
     count_steps(active, steps)
     for b in prange(blk_start.size):
-        s, lo, hi = block_of(blk_start, blk_end, blk_seg, active, b)
+        s, lo, hi, pp, gg = arena_block(param, grad, layout, b)
         if s < 0:
             continue
-        pp = param[lo:hi]
-        gg = grad_block(grad, gsrc, s, lo, hi)
         vv = square_avg[lo:hi]
         aa = grad_avg[lo:hi]
         mm = momentum_buffer[lo:hi]
         for i in range(hi - lo):
-            p = pp[i]
-            g = l2_grad(p, wd, gg[i] * sign)
+            p, g = decayed_grad(pp, gg, i, wd, sign)
             v = sq_avg(vv[i], g, alpha, oma)
             vv[i] = v
             if centered:
@@ -88,22 +85,19 @@ def _adagrad_step_cpu(param, grad, state_sum, layout, steps, seg_scal, hyper):
     maximizing) are typed like ``param``. ``state_sum`` starts at the caller's
     ``initial_accumulator_value``.
     """
-    blk_start, blk_end, blk_seg, active, gsrc = layout
+    blk_start, _, _, active, _ = layout
     lr, lr_decay, eps, wd, sign = hyper
     for s in range(active.size):
         if active[s]:
             seg_scal[2 * s] = -(lr / (1.0 + (step_count(steps, s) - 1.0) * lr_decay))
     for b in prange(blk_start.size):
-        s, lo, hi = block_of(blk_start, blk_end, blk_seg, active, b)
+        s, lo, hi, pp, gg = arena_block(param, grad, layout, b)
         if s < 0:
             continue
         nclr = seg_scal[2 * s]
-        pp = param[lo:hi]
-        gg = grad_block(grad, gsrc, s, lo, hi)
         ss = state_sum[lo:hi]
         for i in range(hi - lo):
-            p = pp[i]
-            g = l2_grad(p, wd, gg[i] * sign)
+            p, g = decayed_grad(pp, gg, i, wd, sign)
             v = fma(g, g, ss[i])
             ss[i] = v
             pp[i] = p + (nclr * g) / (np.sqrt(v) + eps)
@@ -116,20 +110,17 @@ def _adadelta_step_cpu(param, grad, square_avg, acc_delta, layout, steps, hyper)
     Scalars typed like ``param``: ``neg_lr = -lr``, ``rho``, ``omr = 1 - rho``, ``eps``,
     ``wd`` (L2 weight decay), ``sign`` (-1 when maximizing). ``steps`` only counts.
     """
-    blk_start, blk_end, blk_seg, active, gsrc = layout
+    blk_start, _, _, active, _ = layout
     neg_lr, rho, omr, eps, wd, sign = hyper
     count_steps(active, steps)
     for b in prange(blk_start.size):
-        s, lo, hi = block_of(blk_start, blk_end, blk_seg, active, b)
+        s, lo, hi, pp, gg = arena_block(param, grad, layout, b)
         if s < 0:
             continue
-        pp = param[lo:hi]
-        gg = grad_block(grad, gsrc, s, lo, hi)
         vv = square_avg[lo:hi]
         dd = acc_delta[lo:hi]
         for i in range(hi - lo):
-            p = pp[i]
-            g = l2_grad(p, wd, gg[i] * sign)
+            p, g = decayed_grad(pp, gg, i, wd, sign)
             v = sq_avg(vv[i], g, rho, omr)
             vv[i] = v
             delta = (np.sqrt(dd[i] + eps) / np.sqrt(v + eps)) * g

@@ -28,18 +28,45 @@ twin). When the group does not adapt (``adapt`` false: ``weight_decay == 0`` and
 ``always_adapt``), step 1 applies ``p -= lr * r`` directly and 2 and 3 are skipped;
 ``update`` and ``blk_part`` are then not touched.
 """
+import math
+
 import numpy as np
 from numba import prange
 
 from .._jit import flat_kernel, scalar_helper
 from ._fma import fma
 from .clip import sumsq as _sumsq  # the float64 sum of squares (reduction_jit's flags)
-from .optim import bias_corrections, block_of, count_steps, grad_block, moments, step_count
+from .optim import arena_block, axpy, bias_corrections, block_of, count_steps, moments, step_count
 
 # the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
 ENTRY_POINTS = ("lamb_step", "lion_step")
 
 __all__ = ["_lamb_step_cpu", "_lion_step_cpu"]
+
+
+@scalar_helper
+def lamb_corrections(beta1, beta2, st, bias_correction):
+    """LAMB's per-parameter scalars at step ``st`` (the CUDA kernels call it too):
+    ``(1/bc1, sqrt(bc2))``, or ``(1, 1)`` without ``bias_correction``."""
+    if bias_correction:
+        bc1, bc2 = bias_corrections(beta1, beta2, st)
+        return 1.0 / bc1, bc2 ** 0.5
+    return 1.0, 1.0
+
+
+@scalar_helper
+def lamb_trust(sp, sr, lr, clamp):
+    """``-lr * trust`` of a parameter from its sums of squares ``sp = ||p||^2`` and
+    ``sr = ||r||^2`` (the CUDA kernels call it too): ``trust = min(||p||, clamp) / ||r||``,
+    1 when either norm is 0."""
+    wn = math.sqrt(sp)
+    rn = math.sqrt(sr)
+    if wn > clamp:
+        wn = clamp
+    trust = 1.0
+    if wn != 0.0 and rn != 0.0:
+        trust = wn / rn
+    return -(lr * trust)
 
 
 @scalar_helper
@@ -82,33 +109,26 @@ def _lamb_step_cpu(param, grad, exp_avg, exp_avg_sq, update, layout, steps, seg_
     then ``[-lr*trust, sqrt(bc2)]``; ``blk_part`` (float64, 2 per block) the per-block
     sums of squares of ``p`` and ``r``; ``update`` (like ``param``) the update ``r``.
     """
-    blk_start, blk_end, blk_seg, active, gsrc = layout
+    blk_start, blk_end, blk_seg, active, _ = layout
     lr, beta1, beta2, omb1, omw, b2, omb2, eps, wd, sign, clamp, bias_correction, adapt, lerp_small = hyper
     nseg = active.size
     nblk = blk_start.size
     for s in range(nseg):
         if active[s]:
-            st = step_count(steps, s)
-            if bias_correction:
-                bc1, bc2 = bias_corrections(beta1, beta2, st)
-                seg_scal[2 * s] = 1.0 / bc1
-                seg_scal[2 * s + 1] = bc2 ** 0.5
-            else:
-                seg_scal[2 * s] = 1.0
-                seg_scal[2 * s + 1] = 1.0
+            rbc1, bc2s = lamb_corrections(beta1, beta2, step_count(steps, s), bias_correction)
+            seg_scal[2 * s] = rbc1
+            seg_scal[2 * s + 1] = bc2s
     neg_lr = type(eps)(-lr)
     use_wd = wd != 0
     mom = (omb1, omw, b2, omb2, lerp_small)
     dec = (eps, wd, use_wd)
     for b in prange(nblk):
-        s, lo, hi = block_of(blk_start, blk_end, blk_seg, active, b)
+        # zero-based loops over slices vectorise (see kernels/cpu/optim.py)
+        s, lo, hi, pp, gg = arena_block(param, grad, layout, b)
         if s < 0:
             continue
         rbc1 = seg_scal[2 * s]
         bc2s = seg_scal[2 * s + 1]
-        # zero-based loops over slices vectorise (see kernels/cpu/optim.py)
-        pp = param[lo:hi]
-        gg = grad_block(grad, gsrc, s, lo, hi)
         mm = exp_avg[lo:hi]
         vv = exp_avg_sq[lo:hi]
         uu = update[lo:hi]
@@ -141,23 +161,11 @@ def _lamb_step_cpu(param, grad, exp_avg, exp_avg_sq, update, layout, steps, seg_
             acc[2 * s + 1] += blk_part[2 * b + 1]
     for s in range(nseg):
         if active[s]:
-            wn = np.sqrt(acc[2 * s])
-            rn = np.sqrt(acc[2 * s + 1])
-            if wn > clamp:
-                wn = clamp
-            trust = 1.0
-            if wn != 0.0 and rn != 0.0:
-                trust = wn / rn
-            seg_scal[2 * s] = -(lr * trust)
+            seg_scal[2 * s] = lamb_trust(acc[2 * s], acc[2 * s + 1], lr, clamp)
     for b in prange(nblk):
         s, lo, hi = block_of(blk_start, blk_end, blk_seg, active, b)
-        if s < 0:
-            continue
-        nlt = seg_scal[2 * s]
-        pp = param[lo:hi]
-        uu = update[lo:hi]
-        for i in range(hi - lo):
-            pp[i] = fma(uu[i], nlt, pp[i])
+        if s >= 0:
+            axpy(param[lo:hi], update[lo:hi], seg_scal[2 * s])
 
 
 @flat_kernel
@@ -174,16 +182,14 @@ def _lion_step_cpu(param, grad, exp_avg, layout, steps, hyper):
     Scalars typed like ``param``: ``neg_lr = -lr``, ``b1``, ``omb1 = 1-beta1``, ``b2``,
     ``omb2 = 1-beta2``, ``decay``, ``sign`` (-1 when maximizing).
     """
-    blk_start, blk_end, blk_seg, active, gsrc = layout
+    blk_start, _, _, active, _ = layout
     neg_lr, b1, omb1, b2, omb2, decay, sign = hyper
     count_steps(active, steps)
     one = type(decay)(1)
     for b in prange(blk_start.size):
-        s, lo, hi = block_of(blk_start, blk_end, blk_seg, active, b)
+        s, lo, hi, pp, gg = arena_block(param, grad, layout, b)
         if s < 0:
             continue
-        pp = param[lo:hi]
-        gg = grad_block(grad, gsrc, s, lo, hi)
         mm = exp_avg[lo:hi]
         for i in range(hi - lo):
             g = gg[i] * sign

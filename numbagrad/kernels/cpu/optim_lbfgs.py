@@ -40,9 +40,9 @@ random cases and is within ~1e-7 relative otherwise.
 import numpy as np
 from numba import prange
 
-from .._jit import flat_kernel
+from .._jit import flat_kernel, scalar_helper
 from ._fma import fma
-from .optim import grad_block
+from .optim import axpy, grad_block
 
 # the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
 ENTRY_POINTS = ("lbfgs_gather", "lbfgs_axpy", "lbfgs_dot", "lbfgs_pair", "lbfgs_absstats", "lbfgs_direction")
@@ -51,6 +51,55 @@ __all__ = ["_lbfgs_gather_cpu", "_lbfgs_axpy_cpu", "_lbfgs_dot_cpu", "_lbfgs_pai
            "_lbfgs_absstats_cpu", "_lbfgs_direction_cpu"]
 
 _AXPY_CHUNK = 16384
+
+
+@scalar_helper
+def _chunking(n, partial):
+    """``(nch, ch)``: a reduction over ``n`` elements with this ``partial`` scratch runs over
+    ``nch = partial.size // 2`` chunks of ``ch = ceil(n / nch)`` elements."""
+    nch = partial.size // 2
+    return nch, (n + nch - 1) // nch
+
+
+@scalar_helper
+def _span(c, ch, n):
+    """Elements ``[lo, hi)`` of chunk ``c`` (of ``ch`` elements; the last ones may be short
+    or empty)."""
+    lo = min(c * ch, n)
+    return lo, min(lo + ch, n)
+
+
+@scalar_helper
+def _chunk_sum(partial, nch):
+    """The chunks' first accumulators ``partial[2c]``, summed in chunk order."""
+    tot = 0.0
+    for c in range(nch):
+        tot += partial[2 * c]
+    return tot
+
+
+@scalar_helper
+def _nan_max(mx, v):
+    """``max(mx, v)``, NaN winning (as ``torch.max``): once ``mx`` is NaN it stays."""
+    if v > mx or v != v:
+        if mx == mx:
+            return v
+    return mx
+
+
+@scalar_helper
+def _axpy_chunk(dd, uu, coef, ww, with_dot):
+    """``dd = fma(uu, coef, dd)`` over one chunk; returns ``ww . dd`` (the new values, in
+    float64) when ``with_dot``, else 0 (``ww`` is then not read)."""
+    acc = 0.0
+    if with_dot:
+        for i in range(dd.size):
+            v = fma(uu[i], coef, dd[i])
+            dd[i] = v
+            acc += np.float64(ww[i]) * np.float64(v)
+    else:
+        axpy(dd, uu, coef)
+    return acc
 
 
 @flat_kernel
@@ -80,43 +129,31 @@ def _lbfgs_axpy_cpu(x, d, t):
     for c in prange(nch):
         lo = c * _AXPY_CHUNK
         hi = min(lo + _AXPY_CHUNK, n)
-        xx = x[lo:hi]
-        dd = d[lo:hi]
-        for i in range(hi - lo):
-            xx[i] = fma(dd[i], t, xx[i])
+        axpy(x[lo:hi], d[lo:hi], t)
 
 
 @flat_kernel
 def _lbfgs_dot_cpu(a, b, partial):
     """``a . b`` accumulated in float64 over the chunks of ``partial``."""
-    n = a.size
-    nch = partial.size // 2
-    ch = (n + nch - 1) // nch
+    nch, ch = _chunking(a.size, partial)
     for c in prange(nch):
-        lo = min(c * ch, n)
-        hi = min(lo + ch, n)
+        lo, hi = _span(c, ch, a.size)
         aa = a[lo:hi]
         bb = b[lo:hi]
         acc = 0.0
         for i in range(hi - lo):
             acc += np.float64(aa[i]) * np.float64(bb[i])
         partial[2 * c] = acc
-    tot = 0.0
-    for c in range(nch):
-        tot += partial[2 * c]
-    return tot
+    return _chunk_sum(partial, nch)
 
 
 @flat_kernel
 def _lbfgs_pair_cpu(grad, prev_grad, d, t, y, s, partial):
     """``y = grad - prev_grad``, ``s = d * t`` (``t`` typed like the arrays); returns
     ``(y . s, y . y)`` in float64."""
-    n = grad.size
-    nch = partial.size // 2
-    ch = (n + nch - 1) // nch
+    nch, ch = _chunking(grad.size, partial)
     for c in prange(nch):
-        lo = min(c * ch, n)
-        hi = min(lo + ch, n)
+        lo, hi = _span(c, ch, grad.size)
         gg = grad[lo:hi]
         pg = prev_grad[lo:hi]
         dd = d[lo:hi]
@@ -134,41 +171,31 @@ def _lbfgs_pair_cpu(grad, prev_grad, d, t, y, s, partial):
             y2 += y64 * y64
         partial[2 * c] = ys
         partial[2 * c + 1] = y2
-    ys = 0.0
     y2 = 0.0
     for c in range(nch):
-        ys += partial[2 * c]
         y2 += partial[2 * c + 1]
-    return ys, y2
+    return _chunk_sum(partial, nch), y2
 
 
 @flat_kernel
 def _lbfgs_absstats_cpu(x, partial):
     """``(max |x|, sum |x|)`` in float64; a NaN makes the max NaN (as ``torch.max``)."""
-    n = x.size
-    nch = partial.size // 2
-    ch = (n + nch - 1) // nch
+    nch, ch = _chunking(x.size, partial)
     for c in prange(nch):
-        lo = min(c * ch, n)
-        hi = min(lo + ch, n)
+        lo, hi = _span(c, ch, x.size)
         xx = x[lo:hi]
         mx = 0.0
         sm = 0.0
         for i in range(hi - lo):
             v = abs(np.float64(xx[i]))
-            if v > mx or v != v:
-                if mx == mx:
-                    mx = v
+            mx = _nan_max(mx, v)
             sm += v
         partial[2 * c] = mx
         partial[2 * c + 1] = sm
     mx = 0.0
     sm = 0.0
     for c in range(nch):
-        v = partial[2 * c]
-        if v > mx or v != v:
-            if mx == mx:
-                mx = v
+        mx = _nan_max(mx, partial[2 * c])
         sm += partial[2 * c + 1]
     return mx, sm
 
@@ -192,13 +219,11 @@ def _lbfgs_direction_cpu(grad, dirs, stps, ro, al, start, count, h_diag, d, part
     T = type(h_diag)
     n = grad.size
     cap = dirs.shape[0]
-    nch = partial.size // 2
-    ch = (n + nch - 1) // nch
+    nch, ch = _chunking(n, partial)
     # q = -grad, with s_newest . q
     nxt = (start + count - 1) % cap
     for c in prange(nch):
-        lo = min(c * ch, n)
-        hi = min(lo + ch, n)
+        lo, hi = _span(c, ch, n)
         gg = grad[lo:hi]
         dd = d[lo:hi]
         if count > 0:
@@ -216,33 +241,18 @@ def _lbfgs_direction_cpu(grad, dirs, stps, ro, al, start, count, h_diag, d, part
     for kk in range(count):
         k = count - 1 - kk
         j = (start + k) % cap
-        tot = 0.0
-        for c in range(nch):
-            tot += partial[2 * c]
-        a = T(tot) * ro[j]
+        a = T(_chunk_sum(partial, nch)) * ro[j]
         al[k] = a
         na = -a
         nxt = (start + k - 1) % cap
         for c in prange(nch):
-            lo = min(c * ch, n)
-            hi = min(lo + ch, n)
-            yr = dirs[j, lo:hi]
-            dd = d[lo:hi]
+            lo, hi = _span(c, ch, n)
+            acc = _axpy_chunk(d[lo:hi], dirs[j, lo:hi], na, stps[nxt, lo:hi], k > 0)
             if k > 0:
-                sr = stps[nxt, lo:hi]
-                acc = 0.0
-                for i in range(hi - lo):
-                    v = fma(yr[i], na, dd[i])
-                    dd[i] = v
-                    acc += np.float64(sr[i]) * np.float64(v)
                 partial[2 * c] = acc
-            else:
-                for i in range(hi - lo):
-                    dd[i] = fma(yr[i], na, dd[i])
     # r = h_diag * q, with y_oldest . r
     for c in prange(nch):
-        lo = min(c * ch, n)
-        hi = min(lo + ch, n)
+        lo, hi = _span(c, ch, n)
         dd = d[lo:hi]
         if count > 0:
             yr = dirs[start % cap, lo:hi]
@@ -258,25 +268,11 @@ def _lbfgs_direction_cpu(grad, dirs, stps, ro, al, start, count, h_diag, d, part
     # second loop, oldest pair first: be_k = ro_k * (y_k . r);  r += (al_k - be_k) * s_k
     for k in range(count):
         j = (start + k) % cap
-        tot = 0.0
-        for c in range(nch):
-            tot += partial[2 * c]
-        be = T(tot) * ro[j]
+        be = T(_chunk_sum(partial, nch)) * ro[j]
         coef = al[k] - be
         nxt = (start + k + 1) % cap
         for c in prange(nch):
-            lo = min(c * ch, n)
-            hi = min(lo + ch, n)
-            sr = stps[j, lo:hi]
-            dd = d[lo:hi]
+            lo, hi = _span(c, ch, n)
+            acc = _axpy_chunk(d[lo:hi], stps[j, lo:hi], coef, dirs[nxt, lo:hi], k + 1 < count)
             if k + 1 < count:
-                yr = dirs[nxt, lo:hi]
-                acc = 0.0
-                for i in range(hi - lo):
-                    v = fma(sr[i], coef, dd[i])
-                    dd[i] = v
-                    acc += np.float64(yr[i]) * np.float64(v)
                 partial[2 * c] = acc
-            else:
-                for i in range(hi - lo):
-                    dd[i] = fma(sr[i], coef, dd[i])

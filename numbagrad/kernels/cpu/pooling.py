@@ -53,6 +53,7 @@ import numpy as np
 from numba import prange
 
 from .._jit import flat_kernel, scalar_helper
+from .. import scalar as S
 
 # the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
 ENTRY_POINTS = (
@@ -63,11 +64,47 @@ ENTRY_POINTS = (
 
 
 @scalar_helper
-def _first_valid(start, step):
-    """The first of ``start, start + step, ...`` that is >= 0."""
-    while start < 0:
-        start += step
-    return start
+def _window_max(x, p, h0, h1, dh, w0, w1, dw):
+    """(max, its flat in-plane index ``ih * W + iw``) of plane ``p``'s window rows
+    ``range(h0, h1, dh)``, columns ``range(w0, w1, dw)``: an element replaces the running
+    max when greater or NaN (first max wins, NaN wins); an empty window gives ``-inf`` and
+    the index of ``(h0, w0)``."""
+    W = x.shape[2]
+    m = -np.inf
+    mi = h0 * W + w0
+    for ih in range(h0, h1, dh):
+        for iw in range(w0, w1, dw):
+            v = x[p, ih, iw]
+            if v > m or v != v:
+                m = v
+                mi = ih * W + iw
+    return m, mi
+
+
+@scalar_helper
+def _window_sum(x, p, h0, h1, w0, w1):
+    """Sum of plane ``p`` over rows ``[h0, h1)`` and columns ``[w0, w1)`` (non-empty), in x's dtype."""
+    s = type(x[p, h0, w0])(0)
+    for ih in range(h0, h1):
+        for iw in range(w0, w1):
+            s += x[p, ih, iw]
+    return s
+
+
+@scalar_helper
+def _window_add(gx, p, h0, h1, w0, w1, v):
+    """gx[p, h0:h1, w0:w1] += v."""
+    for ih in range(h0, h1):
+        for iw in range(w0, w1):
+            gx[p, ih, iw] += v
+
+
+@scalar_helper
+def _zero_plane(gx, p):
+    """gx[p] = 0."""
+    for ih in range(gx.shape[1]):
+        for iw in range(gx.shape[2]):
+            gx[p, ih, iw] = 0
 
 
 @flat_kernel
@@ -82,21 +119,12 @@ def _max_pool2d_general_fwd(x, out, idx, kH, kW, sH, sW, pH, pW, dH, dW):
         for oh in range(OH):
             h0 = oh * sH - pH
             h1 = min(h0 + (kH - 1) * dH + 1, H)
-            h0 = _first_valid(h0, dH)
+            h0 = S.first_valid(h0, dH)
             for ow in range(OW):
                 w0 = ow * sW - pW
                 w1 = min(w0 + (kW - 1) * dW + 1, W)
-                w0 = _first_valid(w0, dW)
-                m = -np.inf
-                mi = h0 * W + w0
-                for ih in range(h0, h1, dH):
-                    for iw in range(w0, w1, dW):
-                        v = x[p, ih, iw]
-                        if v > m or v != v:
-                            m = v
-                            mi = ih * W + iw
-                out[p, oh, ow] = m
-                idx[p, oh, ow] = mi
+                w0 = S.first_valid(w0, dW)
+                out[p, oh, ow], idx[p, oh, ow] = _window_max(x, p, h0, h1, dH, w0, w1, dW)
 
 
 @scalar_helper
@@ -161,9 +189,7 @@ def _scatter_by_index(g, idx, gx, p):
     plane -- torch's index of an all-padding window -- are dropped)."""
     H, W = gx.shape[1], gx.shape[2]
     OH, OW = g.shape[1], g.shape[2]
-    for ih in range(H):
-        for iw in range(W):
-            gx[p, ih, iw] = 0
+    _zero_plane(gx, p)
     n = H * W
     for oh in range(OH):
         for ow in range(OW):
@@ -180,14 +206,12 @@ def _scatter_by_index_dilated(g, idx, gx, p, sH, sW, pH, pW, dH, dW):
     window: such an output is constant, so its gradient is dropped)."""
     H, W = gx.shape[1], gx.shape[2]
     OH, OW = g.shape[1], g.shape[2]
-    for ih in range(H):
-        for iw in range(W):
-            gx[p, ih, iw] = 0
+    _zero_plane(gx, p)
     for oh in range(OH):
-        if _first_valid(oh * sH - pH, dH) >= H:
+        if S.first_valid(oh * sH - pH, dH) >= H:
             continue
         for ow in range(OW):
-            if _first_valid(ow * sW - pW, dW) >= W:
+            if S.first_valid(ow * sW - pW, dW) >= W:
                 continue
             i = idx[p, oh, ow]
             ih = i // W
@@ -210,15 +234,6 @@ def _max_pool2d_bwd_cpu(g, idx, gx, kH, kW, sH, sW, pH, pW, dH, dW):
             _scatter_by_index_dilated(g, idx, gx, p, sH, sW, pH, pW, dH, dW)
 
 
-@scalar_helper
-def _avg_window(o, s, pad, k, n):
-    """(start, end, padded extent) of average-pool window ``o`` along one axis of size n."""
-    a = o * s - pad
-    b = min(a + k, n + pad)
-    ext = b - a
-    return max(a, 0), min(b, n), ext
-
-
 @flat_kernel
 def _avg_pool2d_fwd_cpu(x, out, kH, kW, sH, sW, pH, pW, count_include_pad, divisor):
     """out[p, oh, ow] = sum of x[p] over the window / divisor.
@@ -230,22 +245,14 @@ def _avg_pool2d_fwd_cpu(x, out, kH, kW, sH, sW, pH, pW, count_include_pad, divis
     OH, OW = out.shape[1], out.shape[2]
     for p in prange(P):
         for oh in range(OH):
-            h0, h1, eh = _avg_window(oh, sH, pH, kH, H)
+            h0, h1, eh = S.avg_window(oh, sH, pH, kH, H)
             for ow in range(OW):
-                w0, w1, ew = _avg_window(ow, sW, pW, kW, W)
+                w0, w1, ew = S.avg_window(ow, sW, pW, kW, W)
                 if h0 >= h1 or w0 >= w1:
                     out[p, oh, ow] = 0
                     continue
-                s = type(x[p, h0, w0])(0)
-                for ih in range(h0, h1):
-                    for iw in range(w0, w1):
-                        s += x[p, ih, iw]
-                if divisor != 0:
-                    d = divisor
-                elif count_include_pad != 0:
-                    d = eh * ew
-                else:
-                    d = (h1 - h0) * (w1 - w0)
+                s = _window_sum(x, p, h0, h1, w0, w1)
+                d = S.avg_divisor(h0, h1, eh, w0, w1, ew, count_include_pad, divisor)
                 out[p, oh, ow] = s / type(s)(d)
 
 
@@ -258,32 +265,16 @@ def _avg_pool2d_bwd_cpu(g, gx, kH, kW, sH, sW, pH, pW, count_include_pad, diviso
     P, OH, OW = g.shape
     H, W = gx.shape[1], gx.shape[2]
     for p in prange(P):
-        for ih in range(H):
-            for iw in range(W):
-                gx[p, ih, iw] = 0
+        _zero_plane(gx, p)
         for oh in range(OH):
-            h0, h1, eh = _avg_window(oh, sH, pH, kH, H)
+            h0, h1, eh = S.avg_window(oh, sH, pH, kH, H)
             for ow in range(OW):
-                w0, w1, ew = _avg_window(ow, sW, pW, kW, W)
+                w0, w1, ew = S.avg_window(ow, sW, pW, kW, W)
                 if h0 >= h1 or w0 >= w1:
                     continue
-                if divisor != 0:
-                    d = divisor
-                elif count_include_pad != 0:
-                    d = eh * ew
-                else:
-                    d = (h1 - h0) * (w1 - w0)
                 v = g[p, oh, ow]
-                v = v / type(v)(d)
-                for ih in range(h0, h1):
-                    for iw in range(w0, w1):
-                        gx[p, ih, iw] += v
-
-
-@scalar_helper
-def _adaptive_window(o, n_out, n_in):
-    """torch's adaptive window [floor(o * n_in / n_out), ceil((o + 1) * n_in / n_out))."""
-    return (o * n_in) // n_out, ((o + 1) * n_in + n_out - 1) // n_out
+                v = v / type(v)(S.avg_divisor(h0, h1, eh, w0, w1, ew, count_include_pad, divisor))
+                _window_add(gx, p, h0, h1, w0, w1, v)
 
 
 @flat_kernel
@@ -293,13 +284,10 @@ def _adaptive_avg_pool2d_fwd_cpu(x, out):
     OH, OW = out.shape[1], out.shape[2]
     for p in prange(P):
         for oh in range(OH):
-            h0, h1 = _adaptive_window(oh, OH, H)
+            h0, h1 = S.adaptive_window(oh, OH, H)
             for ow in range(OW):
-                w0, w1 = _adaptive_window(ow, OW, W)
-                s = type(x[p, h0, w0])(0)
-                for ih in range(h0, h1):
-                    for iw in range(w0, w1):
-                        s += x[p, ih, iw]
+                w0, w1 = S.adaptive_window(ow, OW, W)
+                s = _window_sum(x, p, h0, h1, w0, w1)
                 out[p, oh, ow] = s / type(s)((h1 - h0) * (w1 - w0))
 
 
@@ -309,18 +297,14 @@ def _adaptive_avg_pool2d_bwd_cpu(g, gx):
     P, OH, OW = g.shape
     H, W = gx.shape[1], gx.shape[2]
     for p in prange(P):
-        for ih in range(H):
-            for iw in range(W):
-                gx[p, ih, iw] = 0
+        _zero_plane(gx, p)
         for oh in range(OH):
-            h0, h1 = _adaptive_window(oh, OH, H)
+            h0, h1 = S.adaptive_window(oh, OH, H)
             for ow in range(OW):
-                w0, w1 = _adaptive_window(ow, OW, W)
+                w0, w1 = S.adaptive_window(ow, OW, W)
                 v = g[p, oh, ow]
                 v = v / type(v)((h1 - h0) * (w1 - w0))
-                for ih in range(h0, h1):
-                    for iw in range(w0, w1):
-                        gx[p, ih, iw] += v
+                _window_add(gx, p, h0, h1, w0, w1, v)
 
 
 @flat_kernel
@@ -331,19 +315,10 @@ def _adaptive_max_pool2d_fwd_cpu(x, out, idx):
     OH, OW = out.shape[1], out.shape[2]
     for p in prange(P):
         for oh in range(OH):
-            h0, h1 = _adaptive_window(oh, OH, H)
+            h0, h1 = S.adaptive_window(oh, OH, H)
             for ow in range(OW):
-                w0, w1 = _adaptive_window(ow, OW, W)
-                m = -np.inf
-                mi = h0 * W + w0
-                for ih in range(h0, h1):
-                    for iw in range(w0, w1):
-                        v = x[p, ih, iw]
-                        if v > m or v != v:
-                            m = v
-                            mi = ih * W + iw
-                out[p, oh, ow] = m
-                idx[p, oh, ow] = mi
+                w0, w1 = S.adaptive_window(ow, OW, W)
+                out[p, oh, ow], idx[p, oh, ow] = _window_max(x, p, h0, h1, 1, w0, w1, 1)
 
 
 @flat_kernel

@@ -57,7 +57,7 @@ import numpy as np
 from numba import prange
 
 from ...backend import config
-from .._jit import flat_kernel
+from .._jit import flat_kernel, scalar_helper
 from .. import scalar as S
 
 # the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
@@ -73,6 +73,19 @@ def _no_half(a, name):
     if a.dtype == np.float16:
         raise TypeError(f"{name}: float16 is not supported on the CPU (CPU @njit kernels have no "
                         "float16); use float32, or run the layer on CUDA")
+
+
+@scalar_helper
+def _thirds(row, H):
+    """The ``(H,)`` views ``row[:H], row[H:2H], row[2H:]`` of a ``(3H,)`` gate row."""
+    return row[:H], row[H:2 * H], row[2 * H:]
+
+
+@scalar_helper
+def _quarters(row, H):
+    """The four ``(H,)`` gate views of a ``(4H,)`` gate row."""
+    a, b, c = _thirds(row[:3 * H], H)
+    return a, b, c, row[3 * H:]
 
 
 # ---- LSTM -------------------------------------------------------------------------------------
@@ -117,14 +130,10 @@ def _lstm_state(act, c_prev, c):
     B, G = act.shape
     H = G // 4
     for b in prange(B):
-        a = act[b]
-        ai = a[:H]
-        af = a[H:2 * H]
-        ag = a[2 * H:3 * H]
-        ao = a[3 * H:]
+        ai, af, ag, ao = _quarters(act[b], H)
         cp = c_prev[b]
         cr = c[b]
-        half = type(a[0])(0.5)
+        half = act.dtype.type(0.5)
         for j in range(H):
             i = half + half * ai[j]
             f = half + half * af[j]
@@ -150,26 +159,17 @@ def _lstm_cell_fwd_cpu(xg, hg, c_prev, act, tc, c, h):
     fused @njit passes."""
     if act.dtype == _F16:
         _no_half(act, "lstm")
-    if act.size < config.PARALLEL_THRESHOLD:
-        # NOTE: the numba dispatchers directly (what FlatKernel would pick): this runs once
-        # per time step, and the wrapper's Python call costs ~0.3 us of a ~14 us step.
-        if act is xg:
-            _lstm_pre_inplace.serial(act, hg)
-        else:
-            _lstm_pre.serial(xg, hg, act)
-        np.tanh(act, out=act)
-        _lstm_state.serial(act, c_prev, c)
-        np.tanh(c, out=tc)
-        _lstm_hidden.serial(act, tc, h)
+    # NOTE: below the threshold, the numba dispatchers directly (what FlatKernel would pick):
+    # this runs once per time step, and the wrapper's Python call costs ~0.3 us of a ~14 us step.
+    serial = act.size < config.PARALLEL_THRESHOLD
+    if act is xg:
+        (_lstm_pre_inplace.serial if serial else _lstm_pre_inplace)(act, hg)
     else:
-        if act is xg:
-            _lstm_pre_inplace(act, hg)
-        else:
-            _lstm_pre(xg, hg, act)
-        np.tanh(act, out=act)
-        _lstm_state(act, c_prev, c)
-        np.tanh(c, out=tc)
-        _lstm_hidden(act, tc, h)
+        (_lstm_pre.serial if serial else _lstm_pre)(xg, hg, act)
+    np.tanh(act, out=act)
+    (_lstm_state.serial if serial else _lstm_state)(act, c_prev, c)
+    np.tanh(c, out=tc)
+    (_lstm_hidden.serial if serial else _lstm_hidden)(act, tc, h)
 
 
 @flat_kernel
@@ -179,16 +179,8 @@ def _lstm_cell_bwd_cpu(gy, gh, gc, act, tc, c_prev, dgates, dc_prev):
     for b in prange(B):
         # NOTE: per-gate 1-D row views: with ``act[b, 2 * H + j]`` indexing the loop ran
         # 10.4 us at B=32, H=128 float32, with the views 5.6 us (it vectorises).
-        a = act[b]
-        ai = a[:H]
-        af = a[H:2 * H]
-        ag = a[2 * H:3 * H]
-        ao = a[3 * H:]
-        d = dgates[b]
-        di = d[:H]
-        df = d[H:2 * H]
-        dg = d[2 * H:3 * H]
-        do = d[3 * H:]
+        ai, af, ag, ao = _quarters(act[b], H)
+        di, df, dg, do = _quarters(dgates[b], H)
         y = gy[b]
         hh = gh[b]
         cc = gc[b]
@@ -268,19 +260,9 @@ def _gru_cell_bwd_cpu(gy, gh, act, h_prev, dxg, dhg, dh_prev):
     """Backward of one GRU step: one fused loop (see the module docstring)."""
     B, H = gy.shape
     for b in prange(B):
-        a = act[b]
-        ar = a[:H]
-        az = a[H:2 * H]
-        an = a[2 * H:3 * H]
-        ahn = a[3 * H:]
-        dx = dxg[b]
-        dxr = dx[:H]
-        dxz = dx[H:2 * H]
-        dxn = dx[2 * H:]
-        dh = dhg[b]
-        dhr = dh[:H]
-        dhz = dh[H:2 * H]
-        dhn = dh[2 * H:]
+        ar, az, an, ahn = _quarters(act[b], H)
+        dxr, dxz, dxn = _thirds(dxg[b], H)
+        dhr, dhz, dhn = _thirds(dhg[b], H)
         y = gy[b]
         hh = gh[b]
         hp = h_prev[b]

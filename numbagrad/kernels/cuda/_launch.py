@@ -124,6 +124,42 @@ def from_template(module, name, src, env):
     return fn
 
 
+def grid_kernel(module, name, params, elem, over, axes=(0, 1, 2), ndim=3):
+    """The grid-stride kernel ``name(<params>)`` of ``module``: one thread per index
+    ``(i0, i1, ..)`` of the ``axes`` of the ``ndim``-d array ``over`` (all of them: its
+    elements; ``(0, 2)`` of three: its columns), which calls the device function
+    ``elem(i0, i1, .., <params>)``. The split of the flat thread number is written once
+    here (``indexing``, ``pooling``, ``conv``, ``rnn`` and ``reduce`` build their grid kernels
+    with it); the generated kernel has the launcher's real parameter names.
+
+    NOTE: the extents are unpacked from ``over.shape`` (``a, b = x.shape``): read one by
+    one (``x.shape[1]``) numba-cuda emits a sign fix-up for each division."""
+    ext = [f"e{j}" for j in range(len(axes))]
+    idx = [f"i{j}" for j in range(len(axes))]
+    taken = set(ext + idx) | {"_", "n", "k", "elem", "cuda"} | {f"{v}{j}" for v in "rs" for j in range(len(axes))}
+    clash = taken & {p.strip() for p in params.split(",")}
+    if clash:
+        raise ValueError(f"grid_kernel: {name}'s parameters {sorted(clash)} would shadow the loop's names")
+    names = iter(ext)
+    unpack = ", ".join(next(names) if d in axes else "_" for d in range(ndim))
+    src = f"def {name}({params}):\n    {unpack}{',' if ndim == 1 else ''} = {over}.shape\n"
+    # s_j: the stride of index j, the product of the later extents
+    for j in range(len(axes) - 2, -1, -1):
+        src += f"    s{j} = {ext[-1] if j == len(axes) - 2 else f's{j + 1} * {ext[j + 1]}'}\n"
+    src += f"    n = {ext[0]}{' * s0' if len(axes) > 1 else ''}\n"
+    src += "    k = cuda.grid(1)\n    while k < n:\n"
+    rest = "k"
+    for j in range(len(axes) - 1):
+        src += f"        {idx[j]} = {rest} // s{j}\n"
+        if j < len(axes) - 2:
+            src += f"        r{j} = {rest} - {idx[j]} * s{j}\n"
+            rest = f"r{j}"
+    last = f"{rest} - {idx[-2]} * s{len(axes) - 2}" if len(axes) > 1 else "k"
+    src += f"        elem({', '.join(idx[:-1] + [last])}, {params})\n"
+    src += "        k += cuda.gridsize(1)\n"
+    return from_template(module, name, src, {"cuda": cuda, "elem": elem})
+
+
 def flat_launcher(module, name, params, kernel, size, guard=None):
     """The launcher ``def <name>(<params>): launch(kernel, <size>.size, <params>)`` of a
     generated kernel, with real parameter names (the CPU twin's, which

@@ -25,7 +25,7 @@ from numba import cuda, float64
 
 from ._launch import MAX_BLOCKS, ROW_TPB, cuda_kernel, dev, launch, scratch, widen
 from .loss import _BOOL, _F64, _I64, _ct, _reduce_parts, _zero
-from .softmax import _block_sum_device
+from ._blockreduce import _block_sum_device
 
 # the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
 ENTRY_POINTS = ("bce_logits_fwd", "bce_logits_bwd")

@@ -24,9 +24,9 @@ float16: ``im2col`` only moves values (the zero is a float32 narrowed at the sto
 ``col2im`` accumulates in float32 (``widen``) and narrows at the store; float64 stays
 float64.
 """
-from numba import cuda, types as nbtypes
+from numba import types as nbtypes
 
-from ._launch import cuda_kernel, dev, launch
+from ._launch import cuda_kernel, dev, device_fn, grid_kernel, launch
 from ._launch import widen as _wide_device
 
 # the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
@@ -40,61 +40,54 @@ def _sig(T):
     return (a4, a4) + (_I64,) * 8
 
 
-@cuda_kernel(_sig)
-def _im2col_kernel(x, cols, kh, kw, sh, sw, ph, pw, dh, dw):
-    n_img, n_ch, h, w = x.shape
-    rows, _, oh_n, ow_n = cols.shape
-    zero = type(_wide_device(cols[0, 0, 0, 0]))(0)  # the type only: cols is not read
-    total = rows * n_img * oh_n * ow_n
-    for idx in range(cuda.grid(1), total, cuda.gridsize(1)):
-        ow = idx % ow_n
-        t = idx // ow_n
-        oh = t % oh_n
-        t //= oh_n
-        n = t % n_img
-        r = t // n_img
-        j = r % kw
-        t = r // kw
-        i = t % kh
-        c = t // kh
-        ih = oh * sh - ph + i * dh
-        iw = ow * sw - pw + j * dw
-        if ih >= 0 and ih < h and iw >= 0 and iw < w:
-            cols[r, n, oh, ow] = x[n, c, ih, iw]
-        else:
-            cols[r, n, oh, ow] = zero
+@device_fn
+def _source_device(i, s, pad, n_out, j):
+    """Along one axis: the output position whose tap at offset ``j`` (tap index times
+    dilation) reads input position ``i`` (``o * s - pad + j == i``), or -1."""
+    t = i + pad - j
+    if t < 0 or t % s != 0:
+        return -1
+    o = t // s
+    return o if o < n_out else -1
 
 
-@cuda_kernel(_sig)
-def _col2im_kernel(cols, x, kh, kw, sh, sw, ph, pw, dh, dw):
-    n_img, n_ch, h, w = x.shape
-    rows, _, oh_n, ow_n = cols.shape
-    total = n_img * n_ch * h * w
-    zero = type(_wide_device(x[0, 0, 0, 0]))(0)  # the type only: x is not read
-    for idx in range(cuda.grid(1), total, cuda.gridsize(1)):
-        iw = idx % w
-        t = idx // w
-        ih = t % h
-        t //= h
-        c = t % n_ch
-        n = t // n_ch
-        acc = zero
-        for i in range(kh):
-            th = ih + ph - i * dh
-            if th < 0 or th % sh != 0:
-                continue
-            oh = th // sh
-            if oh >= oh_n:
-                continue
-            for j in range(kw):
-                tw = iw + pw - j * dw
-                if tw < 0 or tw % sw != 0:
-                    continue
-                ow = tw // sw
-                if ow >= ow_n:
-                    continue
+@device_fn
+def _im2col_device(r, n, oh, ow, x, cols, kh, kw, sh, sw, ph, pw, dh, dw):
+    """cols[r, n, oh, ow] for row ``r = (c*kh + i)*kw + j``."""
+    t = r // kw
+    j = r - t * kw
+    c = t // kh
+    i = t - c * kh
+    ih = oh * sh - ph + i * dh
+    iw = ow * sw - pw + j * dw
+    if ih >= 0 and ih < x.shape[2] and iw >= 0 and iw < x.shape[3]:
+        cols[r, n, oh, ow] = x[n, c, ih, iw]
+    else:
+        cols[r, n, oh, ow] = type(_wide_device(cols[0, 0, 0, 0]))(0)  # the type only: cols is not read
+
+
+@device_fn
+def _col2im_device(n, c, ih, iw, cols, x, kh, kw, sh, sw, ph, pw, dh, dw):
+    """x[n, c, ih, iw] = the sum of the cols entries that read it."""
+    oh_n = cols.shape[2]
+    ow_n = cols.shape[3]
+    acc = type(_wide_device(x[0, 0, 0, 0]))(0)  # the type only: x is not read
+    for i in range(kh):
+        oh = _source_device(ih, sh, ph, oh_n, i * dh)
+        if oh < 0:
+            continue
+        for j in range(kw):
+            ow = _source_device(iw, sw, pw, ow_n, j * dw)
+            if ow >= 0:
                 acc += _wide_device(cols[(c * kh + i) * kw + j, n, oh, ow])
-        x[n, c, ih, iw] = acc
+    x[n, c, ih, iw] = acc
+
+
+# one thread per element of the array written (grid-stride, the last axis fastest)
+_im2col_kernel = cuda_kernel(_sig)(grid_kernel(__name__, "_im2col_kernel", "x, cols, kh, kw, sh, sw, ph, pw, dh, dw",
+                                                _im2col_device, "cols", (0, 1, 2, 3), 4))
+_col2im_kernel = cuda_kernel(_sig)(grid_kernel(__name__, "_col2im_kernel", "cols, x, kh, kw, sh, sw, ph, pw, dh, dw",
+                                                _col2im_device, "x", (0, 1, 2, 3), 4))
 
 
 # ---- host launchers: the names ``backend.kernel("conv", name)`` resolves ----------------------------

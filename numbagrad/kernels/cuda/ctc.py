@@ -32,7 +32,7 @@ from numba import cuda
 
 from ._launch import FLOAT_TYPES, ROW_TPB, cuda_kernel, device_fn, launch_rows
 from .loss import _BOOL, _I64, _ct, _zero
-from .softmax import _block_sum_device
+from ._blockreduce import _block_sum_device
 
 # the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
 ENTRY_POINTS = ("ctc_loss_fwd", "ctc_loss_bwd")
@@ -53,6 +53,14 @@ def _lse3(a, b, c):
     return m + math.log(math.exp(a - m) + math.exp(b - m) + math.exp(c - m))
 
 
+@device_fn
+def _lengths_device(input_lengths, target_lengths, b):
+    """Sample ``b``'s input length, target length ``L`` and extended-label length ``2L + 1``
+    (the targets with a blank before, between and after them)."""
+    L = target_lengths[b]
+    return input_lengths[b], L, 2 * L + 1
+
+
 @cuda_kernel(lambda T: (T[:, :, ::1], _I64[:, ::1], _I64[::1], _I64[::1], _I64, _BOOL, _I64[:, ::1],
                         _ct(T)[:, ::1], _ct(T)[:, :, ::1], _ct(T)[::1], T[::1], _ct(T)), dtypes=FLOAT_TYPES)
 def _ctc_fwd_kernel(log_probs, targets, input_lengths, target_lengths, blank, zero_infinity, lab, smask,
@@ -64,9 +72,7 @@ def _ctc_fwd_kernel(log_probs, targets, input_lengths, target_lengths, blank, ze
     W = lab.shape[1]
     b = cuda.blockIdx.x
     while b < N:
-        T_b = input_lengths[b]
-        L = target_lengths[b]
-        Sp = 2 * L + 1
+        T_b, L, Sp = _lengths_device(input_lengths, target_lengths, b)
         s = tid
         while s < W:
             if s % 2 == 1 and s < Sp:
@@ -133,9 +139,7 @@ def _ctc_bwd_kernel(log_probs, input_lengths, target_lengths, zero_infinity, lab
     W = lab.shape[1]
     b = cuda.blockIdx.x
     while b < N:
-        T_b = input_lengths[b]
-        L = target_lengths[b]
-        Sp = 2 * L + 1
+        T_b, L, Sp = _lengths_device(input_lengths, target_lengths, b)
         nl = nll[b]
         g = gscale[b]
         blank = lab[b, 0]

@@ -9,14 +9,16 @@ rank 1 or 2. The ``flat_*`` variants take contiguous 1-D arrays of one shape (th
 case: same-shape operands, or one scalar operand), the ``nd_*`` variants anything.
 
 One thread per output element, grid-stride. The operators are device functions of one
-element; half kernels convert each operand to float32 first (``_f32``) and the store
-narrows back, so float16 arithmetic is done in float32.
+element, or the ``math`` function itself where it is the whole operator (numba-cuda
+lowers ``math.exp`` and the like to libdevice); half kernels convert each operand to
+float32 first (``_f32``) and the store narrows back, so float16 arithmetic is done in
+float32.
 """
 import math
 
 import numpy as np
 from scipy import special as _sp
-from numba import cuda, float32, int64, types as nbt
+from numba import cuda, int64, types as nbt
 
 from ._launch import cuda_kernel, device_fn, widen, FLOAT_TYPES
 
@@ -153,26 +155,6 @@ def _bxor(a, b):
     return a ^ b
 
 
-@device_fn
-def _atan2(a, b):
-    return math.atan2(a, b)
-
-
-@device_fn
-def _hypot(a, b):
-    return math.hypot(a, b)
-
-
-@device_fn
-def _copysign(a, b):
-    return math.copysign(a, b)
-
-
-@device_fn
-def _fmod(a, b):
-    return math.fmod(a, b)
-
-
 # ---- unary operators ------------------------------------------------------------------------
 @device_fn
 def _neg(x):
@@ -234,33 +216,21 @@ def _rint(x):
 
 
 @device_fn
-def _exp(x):
-    return math.exp(x)
-
-
-@device_fn
 def _exp2(x):
     return math.pow(type(x)(2), x)
 
 
-@device_fn
-def _expm1(x):
-    return math.expm1(x)
+def _log_of(f):
+    """``f`` (a ``math`` logarithm) with NumPy's values off its domain: -inf at 0, NaN below."""
+    @device_fn
+    def log(x):
+        return f(x) if x > 0 else (type(x)(-math.inf) if x == 0 else type(x)(math.nan))
+    return log
 
 
-@device_fn
-def _log(x):
-    return math.log(x) if x > 0 else (type(x)(-math.inf) if x == 0 else type(x)(math.nan))
-
-
-@device_fn
-def _log2(x):
-    return math.log2(x) if x > 0 else (type(x)(-math.inf) if x == 0 else type(x)(math.nan))
-
-
-@device_fn
-def _log10(x):
-    return math.log10(x) if x > 0 else (type(x)(-math.inf) if x == 0 else type(x)(math.nan))
+_log = _log_of(math.log)
+_log2 = _log_of(math.log2)
+_log10 = _log_of(math.log10)
 
 
 @device_fn
@@ -271,81 +241,6 @@ def _log1p(x):
 @device_fn
 def _sqrt(x):
     return math.sqrt(x) if x >= 0 else type(x)(math.nan)
-
-
-@device_fn
-def _sin(x):
-    return math.sin(x)
-
-
-@device_fn
-def _cos(x):
-    return math.cos(x)
-
-
-@device_fn
-def _tan(x):
-    return math.tan(x)
-
-
-@device_fn
-def _asin(x):
-    return math.asin(x)
-
-
-@device_fn
-def _acos(x):
-    return math.acos(x)
-
-
-@device_fn
-def _atan(x):
-    return math.atan(x)
-
-
-@device_fn
-def _sinh(x):
-    return math.sinh(x)
-
-
-@device_fn
-def _cosh(x):
-    return math.cosh(x)
-
-
-@device_fn
-def _tanh(x):
-    return math.tanh(x)
-
-
-@device_fn
-def _asinh(x):
-    return math.asinh(x)
-
-
-@device_fn
-def _acosh(x):
-    return math.acosh(x)
-
-
-@device_fn
-def _atanh(x):
-    return math.atanh(x)
-
-
-@device_fn
-def _erf(x):
-    return math.erf(x)
-
-
-@device_fn
-def _erfc(x):
-    return math.erfc(x)
-
-
-@device_fn
-def _lgamma(x):
-    return math.lgamma(x)
 
 
 @device_fn
@@ -386,21 +281,21 @@ BINARY = {
     np.greater: _gt, np.greater_equal: _ge,
     np.logical_and: _land, np.logical_or: _lor, np.logical_xor: _lxor,
     np.bitwise_and: _band, np.bitwise_or: _bor, np.bitwise_xor: _bxor,
-    np.arctan2: _atan2, np.hypot: _hypot, np.copysign: _copysign, np.fmod: _fmod,
+    np.arctan2: math.atan2, np.hypot: math.hypot, np.copysign: math.copysign, np.fmod: math.fmod,
 }
 UNARY = {
     np.negative: _neg, np.positive: _ident, np.absolute: _abs, np.sign: _sign,
     np.square: _square, np.reciprocal: _reciprocal,
     np.floor: _floor, np.ceil: _ceil, np.trunc: _trunc, np.rint: _rint,
-    np.exp: _exp, np.exp2: _exp2, np.expm1: _expm1, np.log: _log, np.log2: _log2,
+    np.exp: math.exp, np.exp2: _exp2, np.expm1: math.expm1, np.log: _log, np.log2: _log2,
     np.log10: _log10, np.log1p: _log1p, np.sqrt: _sqrt,
-    np.sin: _sin, np.cos: _cos, np.tan: _tan, np.arcsin: _asin, np.arccos: _acos,
-    np.arctan: _atan, np.sinh: _sinh, np.cosh: _cosh, np.tanh: _tanh,
-    np.arcsinh: _asinh, np.arccosh: _acosh, np.arctanh: _atanh,
+    np.sin: math.sin, np.cos: math.cos, np.tan: math.tan, np.arcsin: math.asin, np.arccos: math.acos,
+    np.arctan: math.atan, np.sinh: math.sinh, np.cosh: math.cosh, np.tanh: math.tanh,
+    np.arcsinh: math.asinh, np.arccosh: math.acosh, np.arctanh: math.atanh,
     np.isnan: _isnan, np.isinf: _isinf, np.isfinite: _isfinite,
     np.logical_not: _lnot, np.invert: _invert,
     # SciPy's ufuncs behind numbagrad.erf/erfc/lgamma (float16 is computed in float32 by the op)
-    _sp.erf: _erf, _sp.erfc: _erfc, _sp.gammaln: _lgamma,
+    _sp.erf: math.erf, _sp.erfc: math.erfc, _sp.gammaln: math.lgamma,
 }
 _INT_SAFE = {np.absolute, np.negative, np.positive, np.sign, np.square, np.floor, np.ceil,
              np.trunc, np.rint, np.logical_not, np.invert, np.isnan, np.isinf, np.isfinite}
@@ -408,6 +303,28 @@ _INT_SAFE = {np.absolute, np.negative, np.positive, np.sign, np.square, np.floor
 
 
 # ---- kernel factories -----------------------------------------------------------------------
+@device_fn
+def _offsets_device(i, shape, s0, s1, s2, s3):
+    """Offsets (in elements, from each operand's own offset) of the ``i``-th element, in C
+    order, of ``shape`` in up to four operands of strides ``s0``..``s3``: one split of
+    ``i`` serves every operand. A kernel with fewer operands repeats a stride tuple for the
+    rest; the compiler drops the unused sums."""
+    r = i
+    o0 = 0
+    o1 = 0
+    o2 = 0
+    o3 = 0
+    for d in range(MAXD - 1, -1, -1):
+        q = r // shape[d]
+        k = r - q * shape[d]
+        r = q
+        o0 += k * s0[d]
+        o1 += k * s1[d]
+        o2 += k * s2[d]
+        o3 += k * s3[d]
+    return o0, o1, o2, o3
+
+
 def _binary_kernels(name, op, cv):
     def flat_vv(n, a, b, o):
         i = cuda.grid(1)
@@ -436,18 +353,8 @@ def _binary_kernels(name, op, cv):
         i = cuda.grid(1)
         s = cuda.gridsize(1)
         while i < n:
-            r = i
-            ia = ao
-            ib = bo
-            io = oo
-            for d in range(MAXD - 1, -1, -1):
-                q = r // shape[d]
-                k = r - q * shape[d]
-                r = q
-                ia += k * ast[d]
-                ib += k * bst[d]
-                io += k * ost[d]
-            o[io] = op(cv(a[ia]), cv(b[ib]))
+            ia, ib, io, _ = _offsets_device(i, shape, ast, bst, ost, ost)
+            o[oo + io] = op(cv(a[ao + ia]), cv(b[bo + ib]))
             i += s
 
     half = cv is _f32
@@ -455,7 +362,7 @@ def _binary_kernels(name, op, cv):
     out_t = (lambda T: nbt.boolean) if op in (_eq, _ne, _lt, _le, _gt, _ge, _land, _lor, _lxor) else (lambda T: T)
     if op in (_band, _bor, _bxor):
         dts = () if half else (nbt.int64, nbt.int32, nbt.boolean)
-    elif op in (_atan2, _hypot, _copysign, _fmod, _truediv) and not half:
+    elif op in (math.atan2, math.hypot, math.copysign, math.fmod, _truediv) and not half:
         dts = FLOAT_TYPES[:1] + FLOAT_TYPES[2:]
     sfx = "_h" if half else ""
     # PTX check: the nd variant for every dtype, the flat ones (same element code) for the first
@@ -481,16 +388,8 @@ def _unary_kernels(name, op, cv, int_safe):
         i = cuda.grid(1)
         s = cuda.gridsize(1)
         while i < n:
-            r = i
-            ia = ao
-            io = oo
-            for d in range(MAXD - 1, -1, -1):
-                q = r // shape[d]
-                k = r - q * shape[d]
-                r = q
-                ia += k * ast[d]
-                io += k * ost[d]
-            o[io] = op(cv(a[ia]))
+            ia, io, _, _ = _offsets_device(i, shape, ast, ost, ost, ost)
+            o[oo + io] = op(cv(a[ao + ia]))
             i += s
 
     half = cv is _f32
@@ -527,20 +426,8 @@ def _where_nd(n, shape, c, co, cst, a, ao, ast, b, bo, bst, o, oo, ost):
     i = cuda.grid(1)
     s = cuda.gridsize(1)
     while i < n:
-        r = i
-        ic = co
-        ia = ao
-        ib = bo
-        io = oo
-        for d in range(MAXD - 1, -1, -1):
-            q = r // shape[d]
-            k = r - q * shape[d]
-            r = q
-            ic += k * cst[d]
-            ia += k * ast[d]
-            ib += k * bst[d]
-            io += k * ost[d]
-        o[io] = a[ia] if c[ic] else b[ib]
+        ic, ia, ib, io = _offsets_device(i, shape, cst, ast, bst, ost)
+        o[oo + io] = a[ao + ia] if c[co + ic] else b[bo + ib]
         i += s
 
 
@@ -556,16 +443,8 @@ def copy_nd(n, shape, a, ao, ast, o, oo, ost):
     i = cuda.grid(1)
     s = cuda.gridsize(1)
     while i < n:
-        r = i
-        ia = ao
-        io = oo
-        for d in range(MAXD - 1, -1, -1):
-            q = r // shape[d]
-            k = r - q * shape[d]
-            r = q
-            ia += k * ast[d]
-            io += k * ost[d]
-        o[io] = a[ia]
+        ia, io, _, _ = _offsets_device(i, shape, ast, ost, ost, ost)
+        o[oo + io] = a[ao + ia]
         i += s
 
 
@@ -576,16 +455,8 @@ def to_bool_nd(n, shape, a, ao, ast, o, oo, ost):
     i = cuda.grid(1)
     s = cuda.gridsize(1)
     while i < n:
-        r = i
-        ia = ao
-        io = oo
-        for d in range(MAXD - 1, -1, -1):
-            q = r // shape[d]
-            k = r - q * shape[d]
-            r = q
-            ia += k * ast[d]
-            io += k * ost[d]
-        o[io] = a[ia] != 0
+        ia, io, _, _ = _offsets_device(i, shape, ast, ost, ost, ost)
+        o[oo + io] = a[ao + ia] != 0
         i += s
 
 
@@ -596,14 +467,8 @@ def fill_nd(n, o, oo, shape, ost, v):
     i = cuda.grid(1)
     s = cuda.gridsize(1)
     while i < n:
-        r = i
-        io = oo
-        for d in range(MAXD - 1, -1, -1):
-            q = r // shape[d]
-            k = r - q * shape[d]
-            r = q
-            io += k * ost[d]
-        o[io] = v
+        io, _, _, _ = _offsets_device(i, shape, ost, ost, ost, ost)
+        o[oo + io] = v
         i += s
 
 

@@ -24,7 +24,8 @@ one_hot_fwd            ``out[i, index[i]] = 1``                     index elemen
 Design
 ------
 * Flat grid-stride kernels; a flat element number ``k`` is split into ``(a, i, b)``
-  with two integer divisions.
+  with two integer divisions (the loop is generated once, :func:`_grid_kernel`; each
+  kernel's work is a device function of one index).
 * Accumulating scatters (scatter_add, index_add, embedding backward) use
   ``cuda.atomic.add``: duplicate indices accumulate correctly, but in an unspecified
   order, so float results may differ from the CPU's serial order in the last bits.
@@ -47,7 +48,7 @@ import numpy as np
 from numba import cuda
 from numba import types as nbtypes
 
-from ._launch import scratch, FLOAT_TYPES, cuda_kernel, launch
+from ._launch import scratch, FLOAT_TYPES, cuda_kernel, device_fn, grid_kernel, launch
 
 # the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
 ENTRY_POINTS = (
@@ -102,19 +103,13 @@ def _a3(T):
 
 
 # ---- gather / scatter (index has the shape of the output / source) -----------------------
-@cuda_kernel(lambda T: (_a3(T), _a3(_I64), _a3(T)), dtypes=_COPY_TYPES)
-def _gather_kernel(x, index, out):
-    A, M, B = out.shape
-    MB = M * B
-    n = A * MB
-    k = cuda.grid(1)
-    while k < n:
-        a = k // MB
-        r = k - a * MB
-        i = r // B
-        b = r - i * B
-        out[a, i, b] = x[a, index[a, i, b], b]
-        k += cuda.gridsize(1)
+@device_fn
+def _gather_device(a, i, b, x, index, out):
+    out[a, i, b] = x[a, index[a, i, b], b]
+
+
+_gather_kernel = cuda_kernel(lambda T: (_a3(T), _a3(_I64), _a3(T)), dtypes=_COPY_TYPES)(
+    grid_kernel(__name__, "_gather_kernel", "x, index, out", _gather_device, "out"))
 
 
 def _gather_fwd_cuda(x, index, out):
@@ -122,35 +117,26 @@ def _gather_fwd_cuda(x, index, out):
     launch(_gather_kernel, out.size, x, index, out)
 
 
-@cuda_kernel(lambda T: (_a3(T), _a3(_I64), _a3(T)),
-             dtypes=(nbtypes.float32, nbtypes.float64, nbtypes.int64))
-def _scatter_add_atomic_kernel(out, index, src):
-    A, M, B = index.shape
-    MB = M * B
-    n = A * MB
-    k = cuda.grid(1)
-    while k < n:
-        a = k // MB
-        r = k - a * MB
-        i = r // B
-        b = r - i * B
-        cuda.atomic.add(out, (a, index[a, i, b], b), src[a, i, b])
-        k += cuda.gridsize(1)
+@device_fn
+def _scatter_add_atomic_device(a, i, b, out, index, src):
+    cuda.atomic.add(out, (a, index[a, i, b], b), src[a, i, b])
 
 
-@cuda_kernel(lambda T: (_a3(T), _a3(_I64), _a3(T), _acc_type(T)), dtypes=_COPY_TYPES)
-def _scatter_add_cols_kernel(out, index, src, z):
+_scatter_add_atomic_kernel = cuda_kernel(lambda T: (_a3(T), _a3(_I64), _a3(T)),
+                                         dtypes=(nbtypes.float32, nbtypes.float64, nbtypes.int64))(
+    grid_kernel(__name__, "_scatter_add_atomic_kernel", "out, index, src", _scatter_add_atomic_device, "index"))
+
+
+@device_fn
+def _scatter_add_cols_device(a, b, out, index, src, z):
     # One thread per column (a, b), indices in order: race-free without atomics.
-    A, M, B = index.shape
-    n = A * B
-    k = cuda.grid(1)
-    while k < n:
-        a = k // B
-        b = k - a * B
-        for i in range(M):
-            r = index[a, i, b]
-            out[a, r, b] = (z + out[a, r, b]) + (z + src[a, i, b])
-        k += cuda.gridsize(1)
+    for i in range(index.shape[1]):
+        r = index[a, i, b]
+        out[a, r, b] = (z + out[a, r, b]) + (z + src[a, i, b])
+
+
+_scatter_add_cols_kernel = cuda_kernel(lambda T: (_a3(T), _a3(_I64), _a3(T), _acc_type(T)), dtypes=_COPY_TYPES)(
+    grid_kernel(__name__, "_scatter_add_cols_kernel", "out, index, src, z", _scatter_add_cols_device, "index", (0, 2)))
 
 
 def _scatter_add_fwd_cuda(out, index, src):
@@ -162,19 +148,16 @@ def _scatter_add_fwd_cuda(out, index, src):
         launch(_scatter_add_cols_kernel, A * B, out, index, src, _acc_zero(out.dtype))
 
 
-@cuda_kernel(lambda T: (_a3(T), _a3(_I64), _a3(T)), dtypes=_COPY_TYPES)
-def _scatter_kernel(out, index, src):
+@device_fn
+def _scatter_device(a, b, out, index, src):
     # One thread per column (a, b) walking i in order, so the last duplicate wins as on
     # the CPU (a thread per element would let duplicates race).
-    A, M, B = index.shape
-    n = A * B
-    k = cuda.grid(1)
-    while k < n:
-        a = k // B
-        b = k - a * B
-        for i in range(M):
-            out[a, index[a, i, b], b] = src[a, i, b]
-        k += cuda.gridsize(1)
+    for i in range(index.shape[1]):
+        out[a, index[a, i, b], b] = src[a, i, b]
+
+
+_scatter_kernel = cuda_kernel(lambda T: (_a3(T), _a3(_I64), _a3(T)), dtypes=_COPY_TYPES)(
+    grid_kernel(__name__, "_scatter_kernel", "out, index, src", _scatter_device, "index", (0, 2)))
 
 
 # The column scheme is used when there are at least this many columns, or columns are at
@@ -193,38 +176,26 @@ def _fill_i32_kernel(a, value):
         k += cuda.gridsize(1)
 
 
-@cuda_kernel([(nbtypes.int32[::1], _a3(_I64), _I64)])
-def _scatter_claim_kernel(win, index, N):
+@device_fn
+def _scatter_claim_device(a, i, b, win, index, N):
     # win[a, r, b] = max i with index[a, i, b] == r (win is out's shape, flattened).
-    A, M, B = index.shape
-    MB = M * B
-    n = A * MB
-    k = cuda.grid(1)
-    while k < n:
-        a = k // MB
-        r = k - a * MB
-        i = r // B
-        b = r - i * B
-        cuda.atomic.max(win, (a * N + index[a, i, b]) * B + b, nbtypes.int32(i))
-        k += cuda.gridsize(1)
+    cuda.atomic.max(win, (a * N + index[a, i, b]) * index.shape[2] + b, nbtypes.int32(i))
 
 
-@cuda_kernel(lambda T: (_a3(T), nbtypes.int32[::1], _a3(_I64), _a3(T)), dtypes=_COPY_TYPES)
-def _scatter_winners_kernel(out, win, index, src):
-    A, M, B = index.shape
-    N = out.shape[1]
-    MB = M * B
-    n = A * MB
-    k = cuda.grid(1)
-    while k < n:
-        a = k // MB
-        r = k - a * MB
-        i = r // B
-        b = r - i * B
-        t = index[a, i, b]
-        if win[(a * N + t) * B + b] == i:  # exactly one i wins each target
-            out[a, t, b] = src[a, i, b]
-        k += cuda.gridsize(1)
+_scatter_claim_kernel = cuda_kernel([(nbtypes.int32[::1], _a3(_I64), _I64)])(
+    grid_kernel(__name__, "_scatter_claim_kernel", "win, index, N", _scatter_claim_device, "index"))
+
+
+@device_fn
+def _scatter_winners_device(a, i, b, out, win, index, src):
+    t = index[a, i, b]
+    if win[(a * out.shape[1] + t) * index.shape[2] + b] == i:  # exactly one i wins each target
+        out[a, t, b] = src[a, i, b]
+
+
+_scatter_winners_kernel = cuda_kernel(lambda T: (_a3(T), nbtypes.int32[::1], _a3(_I64), _a3(T)),
+                                      dtypes=_COPY_TYPES)(
+    grid_kernel(__name__, "_scatter_winners_kernel", "out, win, index, src", _scatter_winners_device, "index"))
 
 
 def _scatter_fwd_cuda(out, index, src):
@@ -244,20 +215,14 @@ def _fill_value_type(T):
     return nbtypes.float32 if T == nbtypes.float16 else T
 
 
-@cuda_kernel(lambda T: (_a3(T), _a3(_I64), _fill_value_type(T)), dtypes=_COPY_TYPES)
-def _scatter_fill_kernel(out, index, value):
+@device_fn
+def _scatter_fill_device(a, i, b, out, index, value):
     # Duplicates all write the same value: no ordering question.
-    A, M, B = index.shape
-    MB = M * B
-    n = A * MB
-    k = cuda.grid(1)
-    while k < n:
-        a = k // MB
-        r = k - a * MB
-        i = r // B
-        b = r - i * B
-        out[a, index[a, i, b], b] = value
-        k += cuda.gridsize(1)
+    out[a, index[a, i, b], b] = value
+
+
+_scatter_fill_kernel = cuda_kernel(lambda T: (_a3(T), _a3(_I64), _fill_value_type(T)), dtypes=_COPY_TYPES)(
+    grid_kernel(__name__, "_scatter_fill_kernel", "out, index, value", _scatter_fill_device, "index"))
 
 
 def _scatter_fill_fwd_cuda(out, index, value):
@@ -266,19 +231,13 @@ def _scatter_fill_fwd_cuda(out, index, value):
 
 
 # ---- index_select / index_add (one 1-D index along the middle axis) ------------------------
-@cuda_kernel(lambda T: (_a3(T), _I64[::1], _a3(T)), dtypes=_COPY_TYPES)
-def _index_select_kernel(x, index, out):
-    A, M, B = out.shape
-    MB = M * B
-    n = A * MB
-    k = cuda.grid(1)
-    while k < n:
-        a = k // MB
-        r = k - a * MB
-        i = r // B
-        b = r - i * B
-        out[a, i, b] = x[a, index[i], b]
-        k += cuda.gridsize(1)
+@device_fn
+def _index_select_device(a, i, b, x, index, out):
+    out[a, i, b] = x[a, index[i], b]
+
+
+_index_select_kernel = cuda_kernel(lambda T: (_a3(T), _I64[::1], _a3(T)), dtypes=_COPY_TYPES)(
+    grid_kernel(__name__, "_index_select_kernel", "x, index, out", _index_select_device, "out"))
 
 
 def _index_select_fwd_cuda(x, index, out):
@@ -286,35 +245,26 @@ def _index_select_fwd_cuda(x, index, out):
     launch(_index_select_kernel, out.size, x, index, out)
 
 
-@cuda_kernel(lambda T: (_a3(T), _I64[::1], _a3(T), T),
-             dtypes=(nbtypes.float32, nbtypes.float64, nbtypes.int64))
-def _index_add_atomic_kernel(out, index, src, alpha):
-    A, M, B = src.shape
-    MB = M * B
-    n = A * MB
-    k = cuda.grid(1)
-    while k < n:
-        a = k // MB
-        r = k - a * MB
-        i = r // B
-        b = r - i * B
-        cuda.atomic.add(out, (a, index[i], b), alpha * src[a, i, b])
-        k += cuda.gridsize(1)
+@device_fn
+def _index_add_atomic_device(a, i, b, out, index, src, alpha):
+    cuda.atomic.add(out, (a, index[i], b), alpha * src[a, i, b])
 
 
-@cuda_kernel(lambda T: (_a3(T), _I64[::1], _a3(T), _acc_type(T)), dtypes=_COPY_TYPES)
-def _index_add_cols_kernel(out, index, src, alpha):
+_index_add_atomic_kernel = cuda_kernel(lambda T: (_a3(T), _I64[::1], _a3(T), T),
+                                       dtypes=(nbtypes.float32, nbtypes.float64, nbtypes.int64))(
+    grid_kernel(__name__, "_index_add_atomic_kernel", "out, index, src, alpha", _index_add_atomic_device, "src"))
+
+
+@device_fn
+def _index_add_cols_device(a, b, out, index, src, alpha):
     # ``alpha`` arrives in the accumulation type (float32 for half).
-    A, M, B = src.shape
-    n = A * B
-    k = cuda.grid(1)
-    while k < n:
-        a = k // B
-        b = k - a * B
-        for i in range(M):
-            r = index[i]
-            out[a, r, b] = (alpha * src[a, i, b]) + out[a, r, b]
-        k += cuda.gridsize(1)
+    for i in range(src.shape[1]):
+        r = index[i]
+        out[a, r, b] = (alpha * src[a, i, b]) + out[a, r, b]
+
+
+_index_add_cols_kernel = cuda_kernel(lambda T: (_a3(T), _I64[::1], _a3(T), _acc_type(T)), dtypes=_COPY_TYPES)(
+    grid_kernel(__name__, "_index_add_cols_kernel", "out, index, src, alpha", _index_add_cols_device, "src", (0, 2)))
 
 
 def _index_add_fwd_cuda(out, index, src, alpha):
@@ -328,16 +278,13 @@ def _index_add_fwd_cuda(out, index, src, alpha):
 
 
 # ---- embedding and one_hot ----------------------------------------------------------------
-@cuda_kernel(lambda T: (T[:, ::1], _I64[::1], T[:, ::1]), dtypes=_COPY_TYPES)
-def _embedding_kernel(weight, index, out):
-    M, D = out.shape
-    n = M * D
-    k = cuda.grid(1)
-    while k < n:
-        i = k // D
-        d = k - i * D
-        out[i, d] = weight[index[i], d]
-        k += cuda.gridsize(1)
+@device_fn
+def _embedding_device(i, d, weight, index, out):
+    out[i, d] = weight[index[i], d]
+
+
+_embedding_kernel = cuda_kernel(lambda T: (T[:, ::1], _I64[::1], T[:, ::1]), dtypes=_COPY_TYPES)(
+    grid_kernel(__name__, "_embedding_kernel", "weight, index, out", _embedding_device, "out", (0, 1), 2))
 
 
 def _embedding_fwd_cuda(weight, index, out):
@@ -345,32 +292,32 @@ def _embedding_fwd_cuda(weight, index, out):
     launch(_embedding_kernel, out.size, weight, index, out)
 
 
-@cuda_kernel(lambda T: (T[:, ::1], _I64[::1], T[:, ::1], _I64),
-             dtypes=(nbtypes.float32, nbtypes.float64))
-def _embedding_bwd_atomic_kernel(grad_weight, index, grad, padding_idx):
-    M, D = grad.shape
-    n = M * D
-    k = cuda.grid(1)
-    while k < n:
-        i = k // D
+@device_fn
+def _embedding_bwd_atomic_device(i, d, grad_weight, index, grad, padding_idx):
+    r = index[i]
+    if r != padding_idx:
+        cuda.atomic.add(grad_weight, (r, d), grad[i, d])
+
+
+_embedding_bwd_atomic_kernel = cuda_kernel(lambda T: (T[:, ::1], _I64[::1], T[:, ::1], _I64),
+                                           dtypes=(nbtypes.float32, nbtypes.float64))(
+    grid_kernel(__name__, "_embedding_bwd_atomic_kernel", "grad_weight, index, grad, padding_idx",
+                 _embedding_bwd_atomic_device, "grad", (0, 1), 2))
+
+
+@device_fn
+def _embedding_bwd_cols_device(d, grad_weight, index, grad, padding_idx, z):
+    # One thread per column d, indices in order: race-free without atomics.
+    for i in range(grad.shape[0]):
         r = index[i]
         if r != padding_idx:
-            d = k - i * D
-            cuda.atomic.add(grad_weight, (r, d), grad[i, d])
-        k += cuda.gridsize(1)
+            grad_weight[r, d] = (z + grad_weight[r, d]) + (z + grad[i, d])
 
 
-@cuda_kernel(lambda T: (T[:, ::1], _I64[::1], T[:, ::1], _I64, _acc_type(T)), dtypes=FLOAT_TYPES)
-def _embedding_bwd_cols_kernel(grad_weight, index, grad, padding_idx, z):
-    # One thread per column d, indices in order: race-free without atomics.
-    M, D = grad.shape
-    d = cuda.grid(1)
-    while d < D:
-        for i in range(M):
-            r = index[i]
-            if r != padding_idx:
-                grad_weight[r, d] = (z + grad_weight[r, d]) + (z + grad[i, d])
-        d += cuda.gridsize(1)
+_embedding_bwd_cols_kernel = cuda_kernel(lambda T: (T[:, ::1], _I64[::1], T[:, ::1], _I64, _acc_type(T)),
+                                         dtypes=FLOAT_TYPES)(
+    grid_kernel(__name__, "_embedding_bwd_cols_kernel", "grad_weight, index, grad, padding_idx, z",
+                 _embedding_bwd_cols_device, "grad", (1,), 2))
 
 
 def _embedding_bwd_cuda(grad_weight, index, grad, padding_idx):
@@ -383,13 +330,13 @@ def _embedding_bwd_cuda(grad_weight, index, grad, padding_idx):
                _acc_zero(grad_weight.dtype))
 
 
-@cuda_kernel([(_I64[::1], _I64[:, ::1])])
-def _one_hot_kernel(index, out):
-    n = index.shape[0]
-    i = cuda.grid(1)
-    while i < n:
-        out[i, index[i]] = 1
-        i += cuda.gridsize(1)
+@device_fn
+def _one_hot_device(i, index, out):
+    out[i, index[i]] = 1
+
+
+_one_hot_kernel = cuda_kernel([(_I64[::1], _I64[:, ::1])])(
+    grid_kernel(__name__, "_one_hot_kernel", "index, out", _one_hot_device, "index", (0,), 1))
 
 
 def _one_hot_fwd_cuda(index, out):

@@ -43,7 +43,8 @@ import numpy as np
 from numba import cuda, float64
 from numba import types as nbtypes
 
-from ._launch import scratch, MAX_BLOCKS, ROW_TPB, cuda_kernel, device_fn, launch, launch_rows
+from ._launch import scratch, MAX_BLOCKS, ROW_TPB, cuda_kernel, dev, device_fn, launch, launch_rows
+from ._blockreduce import _array_sum_device, _block_max_device, _block_sums_device
 
 # the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
 ENTRY_POINTS = (
@@ -72,87 +73,103 @@ def _scratch(shape, dtype):
     return scratch(shape, dtype)
 
 
-# ---- block reductions (shared arrays of ROW_TPB, all threads of the block call these) ------
-@device_fn
-def _tree_max(sh, tid):
-    """sh[0] = max(sh) for a shared array already filled by every thread (NaN-free)."""
-    s = ROW_TPB // 2
-    while s > 0:
-        if tid < s:
-            o = sh[tid + s]
-            if o > sh[tid]:
-                sh[tid] = o
-        cuda.syncthreads()
-        s //= 2
-
-
-@device_fn
-def _tree_sum3(s0, s1, s2, tid):
-    """Three shared arrays summed into their element 0 in one set of barriers."""
-    s = ROW_TPB // 2
-    while s > 0:
-        if tid < s:
-            s0[tid] += s0[tid + s]
-            s1[tid] += s1[tid + s]
-            s2[tid] += s2[tid + s]
-        cuda.syncthreads()
-        s //= 2
-
-
-@cuda_kernel([(_F64[:, ::1], _F64[::1])])
+# ---- block pieces (all threads of the block call these) ---------------------------------------
+@cuda_kernel(lambda T: (T[:, ::1], _F64[::1]))
 def _sum_parts_kernel(part, res):
-    """res[k] = sum_j part[j, k] (one block; extra blocks do nothing)."""
+    """res[k] = sum_j part[j, k] in float64 (one block; extra blocks do nothing)."""
     sh = cuda.shared.array(ROW_TPB, float64)
     tid = cuda.threadIdx.x
     if cuda.blockIdx.x == 0:
-        P, K = part.shape
-        for k in range(K):
-            acc = 0.0
-            j = tid
-            while j < P:
-                acc += part[j, k]
-                j += ROW_TPB
-            sh[tid] = acc
-            cuda.syncthreads()
-            s = ROW_TPB // 2
-            while s > 0:
-                if tid < s:
-                    sh[tid] += sh[tid + s]
-                cuda.syncthreads()
-                s //= 2
+        for k in range(part.shape[1]):
+            tot = _array_sum_device(sh, tid, part[:, k])
             if tid == 0:
-                res[k] = sh[0]
-            cuda.syncthreads()
+                res[k] = tot
 
 
-@cuda_kernel(lambda T: (T[::1], _F64[::1]))
-def _weight_sum_kernel(weight, res):
-    """res[0] = sum(weight) in float64 (one block; extra blocks do nothing)."""
-    sh = cuda.shared.array(ROW_TPB, float64)
-    tid = cuda.threadIdx.x
-    if cuda.blockIdx.x == 0:
-        acc = 0.0
-        j = tid
-        while j < weight.size:
-            acc += float64(weight[j])
-            j += ROW_TPB
-        sh[tid] = acc
-        cuda.syncthreads()
-        s = ROW_TPB // 2
-        while s > 0:
-            if tid < s:
-                sh[tid] += sh[tid + s]
-            cuda.syncthreads()
-            s //= 2
-        if tid == 0:
-            res[0] = sh[0]
+@device_fn
+def _row_max_device(sm, tid, x, base, C, m):
+    """Max of ``x[base:base + C]`` (read in ``m``'s type) over the block, from ``m`` (-inf);
+    NaN never compares greater, so it is skipped here and propagates through exp()
+    into S, lse and every output instead."""
+    c = tid
+    while c < C:
+        v = type(m)(x[base + c])
+        if v > m:
+            m = v
+        c += ROW_TPB
+    return _block_max_device(sm, tid, m)
+
+
+@device_fn
+def _write_prob_device(prob, x, base, C, tid, m, S):
+    """``prob[base + c] = exp(x - m) / S`` over the row's columns (this thread's share)."""
+    inv = type(m)(1) / S
+    c = tid
+    while c < C:
+        prob[base + c] = math.exp(type(m)(x[base + c]) - m) * inv
+        c += ROW_TPB
+
+
+def _row_pass(y_of):
+    """The second pass over a row of logits, after its max ``m``: with ``y_c = y_of(..., c)``
+    (the target weight of column ``c``, needed only with ``need_y``), the block sums
+    ``S = sum exp(x - m)``, ``A = sum y (m - x)``, ``Y = sum y`` (one set of barriers), then
+    ``prob``; returns ``(log S, A, Y)``. Every ``sum y (lse - x)`` of the loss is
+    ``A + Y log S``: all terms non-negative, no cancellation."""
+    @device_fn
+    def row_pass(red, tid, x, base, C, m, need_y, target, weight, has_weight, keep, eps_c, prob):
+        ct = type(m)
+        se = ct(0)
+        sa = ct(0)
+        sy = ct(0)
+        c = tid
+        while c < C:
+            v = ct(x[base + c])
+            se += math.exp(v - m)
+            if need_y:
+                y = y_of(target, weight, has_weight, keep, eps_c, base, c)
+                sa += y * (m - v)
+                sy += y
+            c += ROW_TPB
+        red[0, tid] = se
+        red[1, tid] = sa
+        red[2, tid] = sy
+        _block_sums_device(red, tid)
+        S = red[0, 0]
+        _write_prob_device(prob, x, base, C, tid, m, S)
+        return math.log(S), red[1, 0], red[2, 0]
+    return row_pass
+
+
+@device_fn
+def _class_y_device(target, weight, has_weight, keep, eps_c, base, c):
+    """Class-index targets with smoothing: ``y_c = w_c`` (1 without weights)."""
+    return type(keep)(weight[c]) if has_weight else type(keep)(1)
+
+
+@device_fn
+def _soft_y_device(target, weight, has_weight, keep, eps_c, base, c):
+    """Probability targets: the smoothed, weighted ``y_c = ((1-eps) t_c + eps/C) w_c``."""
+    y = keep * type(keep)(target[base + c]) + eps_c
+    if has_weight:
+        y = y * type(keep)(weight[c])
+    return y
+
+
+_class_row_pass = _row_pass(_class_y_device)
+_soft_row_pass = _row_pass(_soft_y_device)
 
 
 def _reduce_parts(part):
     """Column sums of the float64 device array ``part`` (P, K), as a host array."""
+    return _sum_parts(part).copy_to_host()
+
+
+def _sum_parts(part):
+    """Column sums of the device array ``part`` (P, K) in float64, on the device."""
     res = _scratch(part.shape[1], np.float64)
     launch_rows(_sum_parts_kernel, 1, part, res)
-    return res.copy_to_host()
+    return res
 
 
 def _nparts(n):
@@ -165,14 +182,13 @@ def _nparts(n):
 def _ce_fwd_kernel(x, target, weight, has_weight, ignore_index, smoothing, ncls, prob, loss, row_w,
                    part, z):
     ct = type(z)
-    r0 = cuda.shared.array(ROW_TPB, ct)
-    r1 = cuda.shared.array(ROW_TPB, ct)
-    r2 = cuda.shared.array(ROW_TPB, ct)
+    red = cuda.shared.array((3, ROW_TPB), ct)
     tid = cuda.threadIdx.x
     n = target.size
     C = ncls
     nparts = part.shape[0]
     smooth = smoothing != 0.0
+    keep = ct(1.0 - smoothing)
     vb = cuda.blockIdx.x
     while vb < nparts:
         tot = 0.0
@@ -195,52 +211,17 @@ def _ce_fwd_kernel(x, target, weight, has_weight, ignore_index, smoothing, ncls,
                     if t != ignore_index:
                         nbad += 1.0
             else:
-                # Row max. NaN never compares greater, so it is skipped here and
-                # propagates through exp() into S, lse and every output instead.
-                m = ct(-math.inf)
-                c = tid
-                while c < C:
-                    v = ct(x[base + c])
-                    if v > m:
-                        m = v
-                    c += ROW_TPB
-                r0[tid] = m
-                cuda.syncthreads()
-                _tree_max(r0, tid)
-                m = r0[0]
-                cuda.syncthreads()  # everyone has read r0[0] before it is reused
-                # S = sum exp(x - m); with smoothing also sum w (m - x) and W = sum w.
-                se = ct(0)
-                sa = ct(0)
-                sw = ct(0)
-                c = tid
-                while c < C:
-                    v = ct(x[base + c])
-                    se += math.exp(v - m)
-                    if smooth:
-                        w = ct(weight[c]) if has_weight else ct(1)
-                        sa += w * (m - v)
-                        sw += w
-                    c += ROW_TPB
-                r0[tid] = se
-                r1[tid] = sa
-                r2[tid] = sw
-                cuda.syncthreads()
-                _tree_sum3(r0, r1, r2, tid)
-                S = r0[0]
-                ls = math.log(S)
-                inv = ct(1) / S
-                c = tid
-                while c < C:
-                    prob[base + c] = math.exp(ct(x[base + c]) - m) * inv
-                    c += ROW_TPB
+                m = _row_max_device(red[0], tid, x, base, C, ct(-math.inf))
+                # with smoothing also A = sum w (m - x) and W = sum w
+                ls, sa, sw = _class_row_pass(red, tid, x, base, C, m, smooth, target, weight, has_weight,
+                                             keep, keep, prob)
                 if tid == 0:
                     # lse - x_t = (m - x_t) + log S, in float64 as on the CPU.
                     wt = float64(weight[t]) if has_weight else 1.0
                     li = (1.0 - smoothing) * wt * ((float64(m) - float64(x[base + t])) + float64(ls))
                     if smooth:
                         # sum_c w_c (lse - x_c) = sum_c w_c (m - x_c) + W log S
-                        li += smoothing / C * (float64(r1[0]) + float64(r2[0]) * float64(ls))
+                        li += smoothing / C * (float64(sa) + float64(sw) * float64(ls))
                     loss[i] = li
                     row_w[i] = wt
                     tot += li
@@ -307,10 +288,12 @@ def _cross_entropy_bwd_cuda(prob, target, weight, has_weight, ignore_index, smoo
                             gout, per_row, grad):
     """Gradient of the class-index loss w.r.t. the logits, from the saved softmax
     (``gout``: one value per row when ``per_row``, else ``gout[0]`` for every row)."""
-    wsum = _scratch(1, np.float64)
     has_weight = bool(has_weight)
     if has_weight:
-        launch_rows(_weight_sum_kernel, 1, weight, wsum)
+        w = dev(weight)
+        wsum = _sum_parts(w.reshape(w.size, 1))
+    else:
+        wsum = _scratch(1, np.float64)
     launch(_ce_bwd_kernel, target.size * int(ncls), prob, target, weight, has_weight, int(ignore_index),
            float(smoothing), int(ncls), gout, bool(per_row), grad, wsum, _zero(prob.dtype))
 
@@ -320,9 +303,7 @@ def _cross_entropy_bwd_cuda(prob, target, weight, has_weight, ignore_index, smoo
                         _F64[:, ::1], _ct(T)))
 def _ce_soft_fwd_kernel(x, target, weight, has_weight, smoothing, ncls, prob, loss, ywsum, part, z):
     ct = type(z)
-    r0 = cuda.shared.array(ROW_TPB, ct)
-    r1 = cuda.shared.array(ROW_TPB, ct)
-    r2 = cuda.shared.array(ROW_TPB, ct)
+    red = cuda.shared.array((3, ROW_TPB), ct)
     tid = cuda.threadIdx.x
     n = loss.size
     C = ncls
@@ -335,50 +316,14 @@ def _ce_soft_fwd_kernel(x, target, weight, has_weight, smoothing, ncls, prob, lo
         i = vb
         while i < n:
             base = i * C
-            m = ct(-math.inf)
-            c = tid
-            while c < C:
-                v = ct(x[base + c])
-                if v > m:
-                    m = v
-                c += ROW_TPB
-            r0[tid] = m
-            cuda.syncthreads()
-            _tree_max(r0, tid)
-            m = r0[0]
-            cuda.syncthreads()
-            # S = sum exp(x - m), A = sum y (m - x), Y = sum y with the smoothed,
-            # weighted target y_c = ((1-eps) t_c + eps/C) w_c.
-            se = ct(0)
-            sa = ct(0)
-            sy = ct(0)
-            c = tid
-            while c < C:
-                v = ct(x[base + c])
-                se += math.exp(v - m)
-                y = keep * ct(target[base + c]) + eps_c
-                if has_weight:
-                    y = y * ct(weight[c])
-                sa += y * (m - v)
-                sy += y
-                c += ROW_TPB
-            r0[tid] = se
-            r1[tid] = sa
-            r2[tid] = sy
-            cuda.syncthreads()
-            _tree_sum3(r0, r1, r2, tid)
-            S = r0[0]
-            ls = math.log(S)
-            inv = ct(1) / S
-            c = tid
-            while c < C:
-                prob[base + c] = math.exp(ct(x[base + c]) - m) * inv
-                c += ROW_TPB
+            m = _row_max_device(red[0], tid, x, base, C, ct(-math.inf))
+            ls, sa, sy = _soft_row_pass(red, tid, x, base, C, m, True, target, weight, has_weight, keep, eps_c,
+                                        prob)
             if tid == 0:
                 # sum_c y_c (lse - x_c) = sum_c y_c (m - x_c) + Y log S
-                li = float64(r1[0]) + float64(r2[0]) * float64(ls)
+                li = float64(sa) + float64(sy) * float64(ls)
                 loss[i] = li
-                ywsum[i] = r2[0]
+                ywsum[i] = sy
                 tot += li
             cuda.syncthreads()
             i += nparts

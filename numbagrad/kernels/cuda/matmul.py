@@ -39,7 +39,7 @@ import numpy as np
 from numba import cuda, types as nbt
 from numba.np.numpy_support import from_dtype
 
-from ._launch import MAX_BLOCKS, SIM, cuda_kernel, dev
+from ._launch import MAX_BLOCKS, SIM, cuda_kernel, dev, device_fn
 
 # the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
 ENTRY_POINTS = ()
@@ -58,6 +58,27 @@ _GRID_YZ_MAX = 65535
 def _gemm(acc_t, R):
     BM = TILE * R   # output tile rows (= columns)
     BMP = BM + 1    # padded slab row (a compile-time constant for the shared shape)
+
+    @device_fn
+    def stage(dst, src, k_last, t, k_fast, k0, K, p0, P, zero):
+        """``dst[kk, p]`` = element ``(p0 + p, k0 + kk)`` of ``src[t]`` (``k_last``: K is
+        its last axis, as in ``a``; else its first, as in ``b``), zero past the edges;
+        neighbouring tx read neighbouring addresses of whichever axis is contiguous."""
+        tx = cuda.threadIdx.x
+        ty = cuda.threadIdx.y
+        for r in range(R):
+            if k_fast:
+                kk = tx
+                p = ty + r * TILE
+            else:
+                kk = ty
+                p = tx + r * TILE
+            gp = p0 + p
+            gk = k0 + kk
+            if gp < P and gk < K:
+                dst[kk, p] = src[t, gp, gk] if k_last else src[t, gk, gp]
+            else:
+                dst[kk, p] = zero
 
     def kernel(a, b, out, zero):
         """out[t] = a[t] @ b[t]; one block per (TILE*R)^2 output tile, grid-stride over
@@ -91,35 +112,8 @@ def _gemm(acc_t, R):
                             c[r, q] = zero
                     k0 = 0
                     while k0 < K:
-                        # stage a[t, row0:row0+BM, k0:k0+TILE] (neighbouring tx read
-                        # neighbouring addresses of whichever axis is contiguous)
-                        for r in range(R):
-                            if a_k_fast:
-                                kk = tx
-                                i = ty + r * TILE
-                            else:
-                                kk = ty
-                                i = tx + r * TILE
-                            gi = row0 + i
-                            gk = k0 + kk
-                            if gi < M and gk < K:
-                                As[kk, i] = a[t, gi, gk]
-                            else:
-                                As[kk, i] = zero
-                        # stage b[t, k0:k0+TILE, col0:col0+BM]
-                        for r in range(R):
-                            if b_k_fast:
-                                kk = tx
-                                j = ty + r * TILE
-                            else:
-                                kk = ty
-                                j = tx + r * TILE
-                            gk = k0 + kk
-                            gj = col0 + j
-                            if gk < K and gj < N:
-                                Bs[kk, j] = b[t, gk, gj]
-                            else:
-                                Bs[kk, j] = zero
+                        stage(As, a, True, t, a_k_fast, k0, K, row0, M, zero)
+                        stage(Bs, b, False, t, b_k_fast, k0, K, col0, N, zero)
                         cuda.syncthreads()
                         for kk in range(TILE):
                             for r in range(R):

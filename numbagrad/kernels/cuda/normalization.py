@@ -6,7 +6,7 @@ Reductions use one block of :data:`~._launch.ROW_TPB` threads per reduced slice:
 (layer norm), a channel (batch norm: its ``N * L`` elements, thread ``t`` taking elements
 ``t, t + ROW_TPB, ...`` of the flattened (n, l) range), an (n, group) (group norm). Each
 thread keeps a private partial and the block combines them with the shared-memory tree
-of :func:`~.softmax._block_sum_device`. Statistics are two-pass (mean, then squared
+of :func:`~._blockreduce._block_sum_device`. Statistics are two-pass (mean, then squared
 deviations; the second pass re-reads from L2). Where a result is a column sum over rows
 (the LayerNorm ``dweight``/``dbias`` partials) a flat grid-stride kernel gives each
 thread one ``(chunk, column)`` pair, so consecutive threads read consecutive columns
@@ -34,9 +34,9 @@ import math
 import numpy as np
 from numba import cuda, types as nbtypes
 
-from ._launch import ROW_TPB, cuda_kernel, dev, launch, launch_rows
+from ._launch import ROW_TPB, cuda_kernel, dev, device_fn, launch, launch_rows
 from ._launch import widen as _w
-from .softmax import _block_sum_device
+from ._blockreduce import _block_sum_device
 
 # the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
 ENTRY_POINTS = (
@@ -54,6 +54,82 @@ def _make_kernels(acc, acc_nb, in_types, suffix):
     one = acc(1)
     A = acc_nb
 
+    # Where element k of a reduced slice lies: a row (layer norm), a channel's (n, l) pairs
+    # (batch norm), a sample's group of channels (group norm), one (n, channel) plane.
+    @device_fn
+    def row_at(r, unused, k, L):
+        return r, k
+
+    @device_fn
+    def channel_at(c, unused, k, L):
+        i = k // L
+        return i, c, k - i * L
+
+    @device_fn
+    def group_at(i, c0, k, L):
+        cc = k // L
+        return i, c0 + cc, k - cc * L
+
+    @device_fn
+    def plane_at(i, c, k, L):
+        return i, c, k
+
+    def slice_stats(at):
+        @device_fn
+        def stats(sm, t, x, p, q, M, L, inv_m, center):
+            """Mean (0 without ``center``) and biased variance of slice ``(p, q)``'s ``M``
+            elements, two-pass, by the block."""
+            m = zero
+            if center:
+                s = zero
+                for k in range(t, M, ROW_TPB):
+                    s += _w(x[at(p, q, k, L)])
+                m = _block_sum_device(sm, t, s) * inv_m
+            s = zero
+            for k in range(t, M, ROW_TPB):
+                d = _w(x[at(p, q, k, L)]) - m
+                s += d * d
+            return m, _block_sum_device(sm, t, s) * inv_m
+        return stats
+
+    @device_fn
+    def column_weight(w, has_w, k):
+        """The weight of column (layer norm) or channel (group norm) ``k``; 1 without one."""
+        return _w(w[k]) if has_w else one
+
+    @device_fn
+    def no_weight(w, has_w, k):
+        return one
+
+    def slice_grad_sums(at, weight):
+        @device_fn
+        def sums(sm, t, g, x, w, has_w, p, q, M, L, m):
+            """Block sums of ``gw`` and ``gw (x - m)`` over slice ``(p, q)``, ``gw = g *
+            weight(w, has_w, k)``."""
+            s1 = zero
+            s2 = zero
+            for k in range(t, M, ROW_TPB):
+                ix = at(p, q, k, L)
+                gw = _w(g[ix]) * weight(w, has_w, k)
+                s1 += gw
+                s2 += gw * (_w(x[ix]) - m)
+            return _block_sum_device(sm, t, s1), _block_sum_device(sm, t, s2)
+        return sums
+
+    @device_fn
+    def group_dims(x, mean):
+        """Group norm's channels per group, elements per group ``M`` and ``1 / M``."""
+        cg = x.shape[1] // mean.shape[1]
+        M = cg * x.shape[2]
+        return cg, M, one / acc(M)
+
+    row_stats = slice_stats(row_at)
+    channel_stats = slice_stats(channel_at)
+    group_stats = slice_stats(group_at)
+    row_grad_sums = slice_grad_sums(row_at, column_weight)
+    channel_grad_sums = slice_grad_sums(channel_at, no_weight)
+    plane_grad_sums = slice_grad_sums(plane_at, no_weight)
+
     def layer_norm_fwd(x, w, b, center, eps, out, mean, rstd):
         sm = cuda.shared.array(ROW_TPB, acc_nb)
         t = cuda.threadIdx.x
@@ -62,17 +138,8 @@ def _make_kernels(acc, acc_nb, in_types, suffix):
         has_w = w.shape[0] != 0
         has_b = b.shape[0] != 0
         for r in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
-            m = zero
-            if center:
-                s = zero
-                for j in range(t, n, ROW_TPB):
-                    s += _w(x[r, j])
-                m = _block_sum_device(sm, t, s) * inv_n
-            s = zero
-            for j in range(t, n, ROW_TPB):
-                d = _w(x[r, j]) - m
-                s += d * d
-            rs = one / math.sqrt(_block_sum_device(sm, t, s) * inv_n + eps)
+            m, v = row_stats(sm, t, x, r, 0, n, n, inv_n, center)
+            rs = one / math.sqrt(v + eps)
             if t == 0:
                 mean[r] = m
                 rstd[r] = rs
@@ -93,16 +160,9 @@ def _make_kernels(acc, acc_nb, in_types, suffix):
         for r in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
             m = mean[r]
             rs = rstd[r]
-            a = zero
-            c = zero
-            for j in range(t, n, ROW_TPB):
-                gw = _w(g[r, j])
-                if has_w:
-                    gw = gw * _w(w[j])
-                a += gw
-                c += gw * (_w(x[r, j]) - m)
-            a = _block_sum_device(sm, t, a) * inv_n
-            c = _block_sum_device(sm, t, c) * rs * inv_n
+            a, c = row_grad_sums(sm, t, g, x, w, has_w, r, 0, n, n, m)
+            a = a * inv_n
+            c = c * rs * inv_n
             if not center:
                 a = zero
             for j in range(t, n, ROW_TPB):
@@ -133,17 +193,7 @@ def _make_kernels(acc, acc_nb, in_types, suffix):
         M = N * L
         inv_m = one / acc(M)
         for c in range(cuda.blockIdx.x, C, cuda.gridDim.x):
-            s = zero
-            for k in range(t, M, ROW_TPB):
-                i = k // L
-                s += _w(x[i, c, k - i * L])
-            m = _block_sum_device(sm, t, s) * inv_m
-            s = zero
-            for k in range(t, M, ROW_TPB):
-                i = k // L
-                d = _w(x[i, c, k - i * L]) - m
-                s += d * d
-            v = _block_sum_device(sm, t, s) * inv_m
+            m, v = channel_stats(sm, t, x, c, 0, M, L, inv_m, True)
             if t == 0:
                 mean[c] = m
                 var[c] = v
@@ -175,16 +225,8 @@ def _make_kernels(acc, acc_nb, in_types, suffix):
         for c in range(cuda.blockIdx.x, C, cuda.gridDim.x):
             m = mean[c]
             istd = invstd[c]
-            s1 = zero
-            s2 = zero
-            for k in range(t, M, ROW_TPB):
-                i = k // L
-                l = k - i * L
-                gv = _w(g[i, c, l])
-                s1 += gv
-                s2 += gv * (_w(x[i, c, l]) - m)
-            s1 = _block_sum_device(sm, t, s1)
-            s2 = _block_sum_device(sm, t, s2) * istd
+            s1, s2 = channel_grad_sums(sm, t, g, x, w, False, c, 0, M, L, m)
+            s2 = s2 * istd
             if t == 0:
                 db[c] = s1
                 dw[c] = s2
@@ -206,38 +248,25 @@ def _make_kernels(acc, acc_nb, in_types, suffix):
         t = cuda.threadIdx.x
         N, C, L = x.shape
         G = mean.shape[1]
-        cg = C // G
-        M = cg * L
-        inv_m = one / acc(M)
+        cg, M, inv_m = group_dims(x, mean)
         has_w = w.shape[0] != 0
         has_b = b.shape[0] != 0
         for q in range(cuda.blockIdx.x, N * G, cuda.gridDim.x):
             i = q // G
             c0 = (q - i * G) * cg
-            s = zero
-            for k in range(t, M, ROW_TPB):
-                cc = k // L
-                s += _w(x[i, c0 + cc, k - cc * L])
-            m = _block_sum_device(sm, t, s) * inv_m
-            s = zero
-            for k in range(t, M, ROW_TPB):
-                cc = k // L
-                d = _w(x[i, c0 + cc, k - cc * L]) - m
-                s += d * d
-            rs = one / math.sqrt(_block_sum_device(sm, t, s) * inv_m + eps)
+            m, v = group_stats(sm, t, x, i, c0, M, L, inv_m, True)
+            rs = one / math.sqrt(v + eps)
             if t == 0:
                 mean[i, q - i * G] = m
                 rstd[i, q - i * G] = rs
             for k in range(t, M, ROW_TPB):
-                cc = k // L
-                c = c0 + cc
-                l = k - cc * L
-                v = (_w(x[i, c, l]) - m) * rs
+                ix = group_at(i, c0, k, L)
+                v = (_w(x[ix]) - m) * rs
                 if has_w:
-                    v = v * _w(w[c])
+                    v = v * _w(w[ix[1]])
                 if has_b:
-                    v = v + _w(b[c])
-                out[i, c, l] = v
+                    v = v + _w(b[ix[1]])
+                out[ix] = v
 
     def group_norm_bwd_sums(g, x, mean, rstd, dwp, dbp):
         sm = cuda.shared.array(ROW_TPB, acc_nb)
@@ -250,14 +279,8 @@ def _make_kernels(acc, acc_nb, in_types, suffix):
             c = q - i * C
             grp = c // cg
             m = mean[i, grp]
-            s1 = zero
-            s2 = zero
-            for l in range(t, L, ROW_TPB):
-                gv = _w(g[i, c, l])
-                s1 += gv
-                s2 += gv * (_w(x[i, c, l]) - m)
-            s1 = _block_sum_device(sm, t, s1)
-            s2 = _block_sum_device(sm, t, s2) * rstd[i, grp]
+            s1, s2 = plane_grad_sums(sm, t, g, x, dbp, False, i, c, L, L, m)
+            s2 = s2 * rstd[i, grp]
             if t == 0:
                 dbp[i, c] = s1
                 dwp[i, c] = s2
@@ -267,9 +290,7 @@ def _make_kernels(acc, acc_nb, in_types, suffix):
         t = cuda.threadIdx.x
         N, C, L = x.shape
         G = mean.shape[1]
-        cg = C // G
-        M = cg * L
-        inv_m = one / acc(M)
+        cg, M, inv_m = group_dims(x, mean)
         has_w = w.shape[0] != 0
         for q in range(cuda.blockIdx.x, N * G, cuda.gridDim.x):
             i = q // G
@@ -280,21 +301,17 @@ def _make_kernels(acc, acc_nb, in_types, suffix):
             sa = zero
             sc = zero
             for cc in range(t, cg, ROW_TPB):
-                wc = one
-                if has_w:
-                    wc = _w(w[c0 + cc])
+                wc = column_weight(w, has_w, c0 + cc)
                 sa += wc * _w(dbp[i, c0 + cc])
                 sc += wc * _w(dwp[i, c0 + cc])
             sa = _block_sum_device(sm, t, sa) * inv_m
             sc = _block_sum_device(sm, t, sc) * inv_m
             for k in range(t, M, ROW_TPB):
-                cc = k // L
-                c = c0 + cc
-                l = k - cc * L
-                gw = _w(g[i, c, l])
+                ix = group_at(i, c0, k, L)
+                gw = _w(g[ix])
                 if has_w:
-                    gw = gw * _w(w[c])
-                dx[i, c, l] = rs * (gw - sa - (_w(x[i, c, l]) - m) * rs * sc)
+                    gw = gw * _w(w[ix[1]])
+                dx[ix] = rs * (gw - sa - (_w(x[ix]) - m) * rs * sc)
 
     def sigs(*kinds):
         """Example signatures per input type: 'x2'/'x3' 2-/3-D input-typed arrays, 'v'

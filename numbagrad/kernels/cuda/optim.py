@@ -32,18 +32,24 @@ Design
   in float32 and stored back to half (the stores narrow). float32 and float64 compute
   in their own type, as on the CPU.
 * Shared by the other optimizer modules (``optim_adamx.py``, ``optim_adaptive.py``,
-  ``optim_lamb.py``): the element prologue ``_segment_of``, the device functions of the
-  per-segment pre-passes (``_bump``, ``_bias_corrections``) and of the updates
-  (``_l2_grad``, ``_lerp``, ``_sq_avg``, ``_moments``, ``_adam_elem``, ``_maximum``), and
-  ``_count_steps_kernel`` for optimizers whose kernels only count steps.
+  ``optim_lamb.py``): the two kernel factories, :func:`_segments_kernel` (one thread per
+  active parameter) and :func:`_elements_kernel` (one thread per arena element of an
+  active parameter, found by ``_segment_of``), which turn the work on one item into the
+  grid-stride kernel, so each optimizer writes only that work; their launchers' helpers
+  (:func:`_launch_segments`, :func:`_launch_elements`, :func:`_typed`); the device
+  functions of the per-segment pre-passes (``_bump``, ``_bias_corrections``) and of the
+  updates (``_l2_grad``, ``_decayed_grad``, ``_lerp``, ``_sq_avg``, ``_moments``,
+  ``_adam_elem``, ``_maximum``), and ``_count_steps_kernel`` for optimizers whose kernels
+  only count steps.
 """
+import inspect
 import math
 
 import numpy as np
 from numba import cuda, float32, float64
 from numba import types as nbtypes
 
-from ._launch import cuda_kernel, dev, device_fn, launch
+from ._launch import cuda_kernel, dev, device_fn, from_template, launch
 
 # the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
 ENTRY_POINTS = ("adam_step", "sgd_step")
@@ -110,6 +116,72 @@ def _segment_of(tables, e):
     return -1
 
 
+def _from_item(fn, src, env):
+    """The kernel ``fn.__name__`` built from ``src`` (a template of the factories below,
+    which call ``fn`` as the device function ``work``), reported in ``fn``'s module with its
+    docstring."""
+    kernel = from_template(fn.__module__, fn.__name__, src, {"cuda": cuda, "work": device_fn(fn), **env})
+    kernel.__doc__ = fn.__doc__
+    return kernel
+
+
+def _segments_kernel(signatures):
+    """Decorator: the per-segment kernel ``name(active, <params>)`` from ``fn(<params>, s)``,
+    the work on parameter ``s``: one thread per parameter (grid-stride over ``active``),
+    calling ``fn`` for those with a gradient this step. ``signatures``: the kernel's
+    (``active`` first), for the PTX check."""
+    def deco(fn):
+        params = ", ".join(list(inspect.signature(fn).parameters)[:-1])
+        src = (f"def {fn.__name__}(active, {params}):\n"
+               "    s = cuda.grid(1)\n"
+               "    while s < active.size:\n"
+               "        if active[s]:\n"
+               f"            work({params}, s)\n"
+               "        s += cuda.gridsize(1)\n")
+        return cuda_kernel(signatures)(_from_item(fn, src, {}))
+    return deco
+
+
+def _elements_kernel(signatures):
+    """Decorator: the element kernel ``name(tables, <params>)`` from ``fn(<params>, e, s)``,
+    the update of arena element ``e`` of parameter ``s``: one thread per element of the
+    first of ``params`` (the arena ``param``; grid-stride), calling ``fn`` where the
+    element's parameter has a gradient this step (:func:`_segment_of`; ``tables``:
+    :func:`_tables`). ``signatures``: the kernel's (``tables`` first), for the PTX check."""
+    def deco(fn):
+        names = list(inspect.signature(fn).parameters)[:-2]
+        params = ", ".join(names)
+        src = (f"def {fn.__name__}(tables, {params}):\n"
+               "    e = cuda.grid(1)\n"
+               f"    while e < {names[0]}.size:\n"
+               "        s = segment_of(tables, e)\n"
+               "        if s >= 0:\n"
+               f"            work({params}, e, s)\n"
+               "        e += cuda.gridsize(1)\n")
+        return cuda_kernel(signatures)(_from_item(fn, src, {"segment_of": _segment_of}))
+    return deco
+
+
+def _launch_segments(kernel, layout, *args):
+    """Launch a :func:`_segments_kernel` kernel over ``layout``'s parameters:
+    ``kernel(active, *args)``."""
+    launch(kernel, layout.active.size, layout.active, *args)
+
+
+def _launch_elements(kernel, layout, param, *args):
+    """Launch an :func:`_elements_kernel` kernel over the arena ``param``:
+    ``kernel(tables, param, *args)``; nothing when the group has no parameters."""
+    if layout.active.size:
+        launch(kernel, param.size, _tables(layout), param, *args)
+
+
+def _typed(param, floats, flags=()):
+    """An element kernel's scalars: ``floats`` in ``param``'s compute type (:func:`_ctype`),
+    then ``flags`` as bools."""
+    t = _ctype(param.dtype)
+    return tuple(t(x) for x in floats) + tuple(bool(f) for f in flags)
+
+
 @device_fn
 def _bump(steps, s):
     """One more step of segment ``s`` (float32 count); the new count in float64."""
@@ -154,14 +226,22 @@ def _l2_grad(p, wd, g):
 
 
 @device_fn
+def _decayed_grad(param, grad, e, wd, sign):
+    """Element ``e``: ``(p, g)`` in the compute type (``wd``'s), the parameter and its gradient
+    with ``maximize``'s sign and L2 decay (:func:`_l2_grad`)."""
+    ct = type(wd)
+    p = ct(param[e])
+    return p, _l2_grad(p, wd, ct(grad[e]) * sign)
+
+
+@device_fn
 def _adam_elem(param, grad, exp_avg, exp_avg_sq, e, wd, sign, mom):
     """Element ``e`` of an Adam-family arena: the gradient with ``maximize``'s sign and L2
     decay, the new moments, stored; returns ``(p, g, m, v)`` in the compute type. ``mom``:
     ``_moments``' scalars ``(omb1, omw, b2, omb2, small)``."""
     omb1, omw, b2, omb2, small = mom
     ct = type(omb1)
-    p = ct(param[e])
-    g = _l2_grad(p, wd, ct(grad[e]) * sign)
+    p, g = _decayed_grad(param, grad, e, wd, sign)
     m, v = _moments(g, ct(exp_avg[e]), ct(exp_avg_sq[e]), omb1, omw, b2, omb2, small)
     exp_avg[e] = m
     exp_avg_sq[e] = v
@@ -176,107 +256,73 @@ def _maximum(x, y):
     return x
 
 
-@cuda_kernel([(_U8[::1], _F32[::1])])
-def _count_steps_kernel(active, steps):
+@_segments_kernel([(_U8[::1], _F32[::1])])
+def _count_steps_kernel(steps, s):
     """One more step for every active segment (optimizers whose kernels only count)."""
-    s = cuda.grid(1)
-    while s < active.size:
-        if active[s]:
-            steps[s] += float32(1.0)
-        s += cuda.gridsize(1)
+    _bump(steps, s)
 
 
 # ---- Adam / AdamW -------------------------------------------------------------------------------
-@cuda_kernel(lambda T: (_U8[::1], _F32[::1], T[::1], _F64, _F64, _F64))
-def _adam_segments_kernel(active, steps, seg_scal, lr, beta1, beta2):
-    s = cuda.grid(1)
-    while s < active.size:
-        if active[s]:
-            bc1, bc2 = _bias_corrections(beta1, beta2, _bump(steps, s))
-            seg_scal[2 * s] = -(lr / bc1)
-            seg_scal[2 * s + 1] = bc2 ** 0.5
-        s += cuda.gridsize(1)
+@_segments_kernel(lambda T: (_U8[::1], _F32[::1], T[::1], _F64, _F64, _F64))
+def _adam_segments_kernel(steps, seg_scal, lr, beta1, beta2, s):
+    bc1, bc2 = _bias_corrections(beta1, beta2, _bump(steps, s))
+    seg_scal[2 * s] = -(lr / bc1)
+    seg_scal[2 * s + 1] = bc2 ** 0.5
 
 
-@cuda_kernel(lambda T: (T[::1],) * 5 + (_TABLES_T,) + (T[::1],) + (nbtypes.Tuple((_ct(T),) * 8 + (_BOOL, _BOOL)),))
-def _adam_elements_kernel(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, tables, seg_scal, hyper):
+@_elements_kernel(lambda T: (_TABLES_T,) + (T[::1],) * 6 + (nbtypes.Tuple((_ct(T),) * 8 + (_BOOL, _BOOL)),))
+def _adam_elements_kernel(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, seg_scal, hyper, e, s):
     omb1, omw, b2, omb2, eps, wd, decay, sign, amsgrad, lerp_small = hyper
     ct = type(omb1)
-    n = param.size
-    e = cuda.grid(1)
-    while e < n:
-        s = _segment_of(tables, e)
-        if s >= 0:
-            nss = ct(seg_scal[2 * s])
-            bc2s = ct(seg_scal[2 * s + 1])
-            p, _, m, v = _adam_elem(param, grad, exp_avg, exp_avg_sq, e, wd, sign, (omb1, omw, b2, omb2, lerp_small))
-            if amsgrad:
-                v = _maximum(ct(max_exp_avg_sq[e]), v)
-                max_exp_avg_sq[e] = v
-            param[e] = p * decay + nss * m / (math.sqrt(v) / bc2s + eps)
-        e += cuda.gridsize(1)
+    nss = ct(seg_scal[2 * s])
+    bc2s = ct(seg_scal[2 * s + 1])
+    p, _, m, v = _adam_elem(param, grad, exp_avg, exp_avg_sq, e, wd, sign, (omb1, omw, b2, omb2, lerp_small))
+    if amsgrad:
+        v = _maximum(ct(max_exp_avg_sq[e]), v)
+        max_exp_avg_sq[e] = v
+    param[e] = p * decay + nss * m / (math.sqrt(v) / bc2s + eps)
 
 
 def _adam_step_cuda(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, layout, steps, seg_scal, hyper):
     """Adam / AdamW over a flat arena (``torch.optim.adam._single_tensor_adam``); see the
     CPU twin ``_adam_step_cpu`` for the meaning of every argument."""
-    active = layout.active
-    tables = _tables(layout)
     lr, beta1, beta2, omb1, omw, b2, omb2, eps, wd, decay, sign, amsgrad, lerp_small = hyper
-    if active.size == 0:
-        return
-    t = _ctype(param.dtype)
-    launch(_adam_segments_kernel, active.size, active, steps, seg_scal, float(lr), float(beta1), float(beta2))
-    launch(_adam_elements_kernel, param.size, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq,
-           tables, seg_scal,
-           (t(omb1), t(omw), t(b2), t(omb2), t(eps), t(wd), t(decay), t(sign), bool(amsgrad), bool(lerp_small)))
+    _launch_segments(_adam_segments_kernel, layout, steps, seg_scal, float(lr), float(beta1), float(beta2))
+    _launch_elements(_adam_elements_kernel, layout, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, seg_scal,
+                     _typed(param, (omb1, omw, b2, omb2, eps, wd, decay, sign), (amsgrad, lerp_small)))
 
 
 # ---- SGD ---------------------------------------------------------------------------------------
-@cuda_kernel(lambda T: (T[::1],) * 3 + (_TABLES_T,) + (_U8[::1],) + (nbtypes.Tuple((_ct(T),) * 5 + (_BOOL, _BOOL)),))
-def _sgd_elements_kernel(param, grad, buf, tables, has_buf, hyper):
+@_elements_kernel(lambda T: (_TABLES_T,) + (T[::1],) * 3 + (_U8[::1],)
+                  + (nbtypes.Tuple((_ct(T),) * 5 + (_BOOL, _BOOL)),))
+def _sgd_elements_kernel(param, grad, buf, has_buf, hyper, e, s):
     neg_lr, momentum, omd, wd, sign, use_momentum, nesterov = hyper
     ct = type(neg_lr)
-    n = param.size
-    e = cuda.grid(1)
-    while e < n:
-        s = _segment_of(tables, e)
-        if s >= 0:
-            p = ct(param[e])
-            g = _l2_grad(p, wd, ct(grad[e]) * sign)
-            if use_momentum:
-                if has_buf[s] == 0:
-                    bb = g  # first step: the buffer starts as the gradient
-                else:
-                    bb = ct(buf[e]) * momentum + omd * g
-                buf[e] = bb
-                if nesterov:
-                    g = g + momentum * bb
-                else:
-                    g = bb
-            param[e] = p + neg_lr * g
-        e += cuda.gridsize(1)
+    p, g = _decayed_grad(param, grad, e, wd, sign)
+    if use_momentum:
+        if has_buf[s] == 0:
+            bb = g  # first step: the buffer starts as the gradient
+        else:
+            bb = ct(buf[e]) * momentum + omd * g
+        buf[e] = bb
+        if nesterov:
+            g = g + momentum * bb
+        else:
+            g = bb
+    param[e] = p + neg_lr * g
 
 
-@cuda_kernel([(_U8[::1], _U8[::1])])
-def _sgd_flags_kernel(active, has_buf):
-    s = cuda.grid(1)
-    while s < active.size:
-        if active[s]:
-            has_buf[s] = 1
-        s += cuda.gridsize(1)
+@_segments_kernel([(_U8[::1], _U8[::1])])
+def _sgd_flags_kernel(has_buf, s):
+    has_buf[s] = 1
 
 
 def _sgd_step_cuda(param, grad, buf, layout, has_buf, hyper):
     """SGD with momentum / dampening / nesterov / weight decay / maximize
     (``torch.optim.sgd._single_tensor_sgd``) over a flat arena; see ``_sgd_step_cpu``."""
-    active = layout.active
-    tables = _tables(layout)
     neg_lr, momentum, omd, wd, sign, use_momentum, nesterov = hyper
-    t = _ctype(param.dtype)
-    use_momentum = bool(use_momentum)
-    launch(_sgd_elements_kernel, param.size, param, grad, buf, tables, has_buf,
-           (t(neg_lr), t(momentum), t(omd), t(wd), t(sign), use_momentum, bool(nesterov)))
+    _launch_elements(_sgd_elements_kernel, layout, param, grad, buf, has_buf,
+                     _typed(param, (neg_lr, momentum, omd, wd, sign), (use_momentum, nesterov)))
     if use_momentum:
         # after the element kernel (same stream): it must see the old flags
-        launch(_sgd_flags_kernel, active.size, active, has_buf)
+        _launch_segments(_sgd_flags_kernel, layout, has_buf)

@@ -11,16 +11,18 @@ Design
 * LAMB, four launches on the default stream (so each sees the previous one's writes):
 
   1. a per-segment kernel (one thread per parameter) bumps ``steps`` and writes the bias
-     corrections ``[1/bc1, sqrt(bc2)]`` into ``seg_scal``;
+     corrections ``[1/bc1, sqrt(bc2)]`` into ``seg_scal`` (``kernels/cpu/optim_lamb.py``'s
+     ``lamb_corrections``, the CPU's pre-pass: scalar math written once for both);
   2. a block kernel, one thread block per arena block (grid-stride over blocks):
      its threads update the moments of the block's elements and write the update ``r``
      into the scratch arena ``update``, accumulating ``p*p`` and ``r*r`` in float64; a
-     shared-memory tree combines the block's threads into ``blk_part[2b]``,
+     shared-memory tree (``_blockreduce._block_sums_device``, both sums under one set of
+     barriers) combines the block's threads into ``blk_part[2b]``,
      ``blk_part[2b+1]``. Without adaptation (``adapt`` false) it applies ``p -= lr * r``
      itself and the launches 3 and 4 are skipped;
   3. a per-segment kernel (one thread per parameter) sums its blocks' partials in block
      order (its first block found by binary search over ``blk_seg``) and writes
-     ``-lr * trust`` into ``seg_scal[2s]``;
+     ``-lr * trust`` into ``seg_scal[2s]`` (the CPU's ``lamb_trust``);
   4. an element kernel (grid-stride over the arena, ``_find_block``) applies
      ``p += seg_scal[2s] * r``.
 
@@ -37,9 +39,11 @@ import math
 from numba import cuda, float64
 from numba import types as nbtypes
 
-from ._launch import MAX_BLOCKS, SIM, cuda_kernel, dev, device_fn, launch, widen
-from .optim import (_BOOL, _F32, _F64, _I64, _TABLES_T, _U8, _bias_corrections, _bump, _count_steps_kernel, _ct, _ctype,
-                    _moments, _segment_of, _tables)
+from ..cpu.optim_lamb import lamb_corrections, lamb_trust
+from ._blockreduce import _block_sums_device
+from ._launch import MAX_BLOCKS, SIM, cuda_kernel, dev, widen
+from .optim import (_BOOL, _F32, _F64, _I64, _TABLES_T, _U8, _bump, _count_steps_kernel, _ct, _ctype, _elements_kernel,
+                    _launch_elements, _launch_segments, _moments, _segments_kernel, _tables, _typed)
 
 # the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
 ENTRY_POINTS = ("lamb_step", "lion_step")
@@ -51,48 +55,18 @@ BLOCK_TPB = 8 if SIM else 256
 
 
 # ---- LAMB ------------------------------------------------------------------------------------
-@cuda_kernel(lambda T: (_U8[::1], _F32[::1], T[::1], _F64, _F64, _BOOL))
-def _lamb_segments_kernel(active, steps, seg_scal, beta1, beta2, bias_correction):
-    s = cuda.grid(1)
-    while s < active.size:
-        if active[s]:
-            st = _bump(steps, s)
-            if bias_correction:
-                bc1, bc2 = _bias_corrections(beta1, beta2, st)
-                seg_scal[2 * s] = 1.0 / bc1
-                seg_scal[2 * s + 1] = bc2 ** 0.5
-            else:
-                seg_scal[2 * s] = 1.0
-                seg_scal[2 * s + 1] = 1.0
-        s += cuda.gridsize(1)
-
-
-@device_fn
-def _tree_sum2(sh_a, sh_b, tid, a, b):
-    """Block-wide sums of ``a`` and ``b`` (every thread calls it; the result is valid in
-    thread 0)."""
-    sh_a[tid] = a
-    sh_b[tid] = b
-    cuda.syncthreads()
-    w = BLOCK_TPB // 2
-    while w > 0:
-        if tid < w:
-            sh_a[tid] += sh_a[tid + w]
-            sh_b[tid] += sh_b[tid + w]
-        cuda.syncthreads()
-        w //= 2
-    ra = sh_a[0]
-    rb = sh_b[0]
-    cuda.syncthreads()
-    return ra, rb
+@_segments_kernel(lambda T: (_U8[::1], _F32[::1], T[::1], _F64, _F64, _BOOL))
+def _lamb_segments_kernel(steps, seg_scal, beta1, beta2, bias_correction, s):
+    rbc1, bc2s = lamb_corrections(beta1, beta2, _bump(steps, s), bias_correction)
+    seg_scal[2 * s] = rbc1
+    seg_scal[2 * s + 1] = bc2s
 
 
 @cuda_kernel(lambda T: (T[::1],) * 5 + (_TABLES_T, T[::1], _F64[::1], nbtypes.Tuple((_ct(T),) * 8 + (_BOOL, _BOOL))))
 def _lamb_blocks_kernel(param, grad, exp_avg, exp_avg_sq, update, tables, seg_scal, blk_part, hyper):
     blk_start, blk_end, blk_seg, active = tables
     omb1, omw, b2, omb2, eps, wd, sign, neg_lr, adapt, lerp_small = hyper
-    sh_p = cuda.shared.array(BLOCK_TPB, float64)
-    sh_r = cuda.shared.array(BLOCK_TPB, float64)
+    sh = cuda.shared.array((2, BLOCK_TPB), float64)  # row 0: sums of p*p, row 1: of r*r
     ct = type(omb1)
     tid = cuda.threadIdx.x
     b = cuda.blockIdx.x
@@ -125,115 +99,88 @@ def _lamb_blocks_kernel(param, grad, exp_avg, exp_avg_sq, update, tables, seg_sc
                     param[e] = p + neg_lr * r
                 e += BLOCK_TPB
             if adapt:
-                sp, sr = _tree_sum2(sh_p, sh_r, tid, sp, sr)
+                sh[0, tid] = sp
+                sh[1, tid] = sr
+                _block_sums_device(sh, tid)
                 if tid == 0:
-                    blk_part[2 * b] = sp
-                    blk_part[2 * b + 1] = sr
+                    blk_part[2 * b] = sh[0, 0]
+                    blk_part[2 * b + 1] = sh[1, 0]
+                cuda.syncthreads()  # sh is read before the next block writes it
         b += cuda.gridDim.x
 
 
-@cuda_kernel(lambda T: (_I64[::1], _U8[::1], T[::1], _F64[::1], _F64, _F64))
-def _lamb_trust_kernel(blk_seg, active, seg_scal, blk_part, lr, clamp):
-    s = cuda.grid(1)
+@_segments_kernel(lambda T: (_U8[::1], _I64[::1], T[::1], _F64[::1], _F64, _F64))
+def _lamb_trust_kernel(blk_seg, seg_scal, blk_part, lr, clamp, s):
     nblk = blk_seg.size
-    while s < active.size:
-        if active[s]:
-            lo = 0
-            hi = nblk
-            while lo < hi:  # the first block of segment s (blk_seg is non-decreasing)
-                mid = (lo + hi) >> 1
-                if blk_seg[mid] < s:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            sp = 0.0
-            sr = 0.0
-            b = lo
-            while b < nblk and blk_seg[b] == s:
-                sp += blk_part[2 * b]
-                sr += blk_part[2 * b + 1]
-                b += 1
-            wn = math.sqrt(sp)
-            rn = math.sqrt(sr)
-            if wn > clamp:
-                wn = clamp
-            trust = 1.0
-            if wn != 0.0 and rn != 0.0:
-                trust = wn / rn
-            seg_scal[2 * s] = -(lr * trust)
-        s += cuda.gridsize(1)
+    lo = 0
+    hi = nblk
+    while lo < hi:  # the first block of segment s (blk_seg is non-decreasing)
+        mid = (lo + hi) >> 1
+        if blk_seg[mid] < s:
+            lo = mid + 1
+        else:
+            hi = mid
+    sp = 0.0
+    sr = 0.0
+    b = lo
+    while b < nblk and blk_seg[b] == s:
+        sp += blk_part[2 * b]
+        sr += blk_part[2 * b + 1]
+        b += 1
+    seg_scal[2 * s] = lamb_trust(sp, sr, lr, clamp)
 
 
-@cuda_kernel(lambda T: (T[::1],) * 2 + (_TABLES_T,) + (T[::1],))
-def _lamb_apply_kernel(param, update, tables, seg_scal):
-    n = param.size
-    e = cuda.grid(1)
-    while e < n:
-        s = _segment_of(tables, e)
-        if s >= 0:
-            u = widen(update[e])
-            ct = type(u)
-            param[e] = widen(param[e]) + ct(seg_scal[2 * s]) * u
-        e += cuda.gridsize(1)
+@_elements_kernel(lambda T: (_TABLES_T,) + (T[::1],) * 3)
+def _lamb_apply_kernel(param, update, seg_scal, e, s):
+    u = widen(update[e])
+    ct = type(u)
+    param[e] = widen(param[e]) + ct(seg_scal[2 * s]) * u
 
 
 def _lamb_step_cuda(param, grad, exp_avg, exp_avg_sq, update, layout, steps, seg_scal, blk_part, hyper):
     """LAMB over a flat arena (You et al. 2019); see the CPU twin ``_lamb_step_cpu`` for
     the meaning of every argument and the module docstring for the four launches."""
     blk_start, blk_seg, active = layout.blk_start, layout.blk_seg, layout.active
-    tables = _tables(layout)
     lr, beta1, beta2, omb1, omw, b2, omb2, eps, wd, sign, clamp, bias_correction, adapt, lerp_small = hyper
     if active.size == 0:
         return
     t = _ctype(param.dtype)
     adapt = bool(adapt)
-    launch(_lamb_segments_kernel, active.size, active, steps, seg_scal, float(beta1), float(beta2),
-           bool(bias_correction))
+    _launch_segments(_lamb_segments_kernel, layout, steps, seg_scal, float(beta1), float(beta2), bool(bias_correction))
     nblk = blk_start.size
     if nblk == 0:
         return
     _lamb_blocks_kernel[max(1, min(MAX_BLOCKS, nblk)), BLOCK_TPB](*[dev(a) for a in (
-        param, grad, exp_avg, exp_avg_sq, update)], tables, dev(seg_scal), dev(blk_part),
+        param, grad, exp_avg, exp_avg_sq, update)], _tables(layout), dev(seg_scal), dev(blk_part),
         (t(omb1), t(omw), t(b2), t(omb2), t(eps), t(wd), t(sign), t(-lr), adapt, bool(lerp_small)))
     if adapt:
-        launch(_lamb_trust_kernel, active.size, blk_seg, active, seg_scal, blk_part, float(lr), float(clamp))
-        launch(_lamb_apply_kernel, param.size, param, update, tables, seg_scal)
+        _launch_segments(_lamb_trust_kernel, layout, blk_seg, seg_scal, blk_part, float(lr), float(clamp))
+        _launch_elements(_lamb_apply_kernel, layout, param, update, seg_scal)
 
 
 # ---- Lion --------------------------------------------------------------------------------------
-@cuda_kernel(lambda T: (T[::1],) * 3 + (_TABLES_T,) + (nbtypes.Tuple((_ct(T),) * 7),))
-def _lion_elements_kernel(param, grad, exp_avg, tables, hyper):
+@_elements_kernel(lambda T: (_TABLES_T,) + (T[::1],) * 3 + (nbtypes.Tuple((_ct(T),) * 7),))
+def _lion_elements_kernel(param, grad, exp_avg, hyper, e, s):
     neg_lr, b1, omb1, b2, omb2, decay, sign = hyper
     ct = type(neg_lr)
-    n = param.size
-    e = cuda.grid(1)
-    while e < n:
-        s = _segment_of(tables, e)
-        if s >= 0:
-            g = ct(grad[e]) * sign
-            m = ct(exp_avg[e])
-            c = m * b1 + g * omb1
-            if c > ct(0):
-                u = ct(1)
-            elif c < ct(0):
-                u = ct(-1)
-            elif c == ct(0):
-                u = ct(0)
-            else:
-                u = c  # NaN
-            param[e] = ct(param[e]) * decay + neg_lr * u
-            exp_avg[e] = m * b2 + g * omb2
-        e += cuda.gridsize(1)
+    g = ct(grad[e]) * sign
+    m = ct(exp_avg[e])
+    c = m * b1 + g * omb1
+    if c > ct(0):
+        u = ct(1)
+    elif c < ct(0):
+        u = ct(-1)
+    elif c == ct(0):
+        u = ct(0)
+    else:
+        u = c  # NaN
+    param[e] = ct(param[e]) * decay + neg_lr * u
+    exp_avg[e] = m * b2 + g * omb2
 
 
 def _lion_step_cuda(param, grad, exp_avg, layout, steps, hyper):
     """Lion over a flat arena (Chen et al. 2023); see the CPU twin ``_lion_step_cpu``."""
-    active = layout.active
-    tables = _tables(layout)
     neg_lr, b1, omb1, b2, omb2, decay, sign = hyper
-    if active.size == 0:
-        return
-    t = _ctype(param.dtype)
-    launch(_count_steps_kernel, active.size, active, steps)
-    launch(_lion_elements_kernel, param.size, param, grad, exp_avg, tables,
-           (t(neg_lr), t(b1), t(omb1), t(b2), t(omb2), t(decay), t(sign)))
+    _launch_segments(_count_steps_kernel, layout, steps)
+    _launch_elements(_lion_elements_kernel, layout, param, grad, exp_avg,
+                     _typed(param, (neg_lr, b1, omb1, b2, omb2, decay, sign)))

@@ -16,7 +16,8 @@ Design
   a block into ``partial[2 vb]`` (and ``partial[2 vb + 1]`` for a second accumulator).
   A single-block kernel then reduces the ``nb`` block values into ``partial[0:2]``
   (every thread reads its values before the tree, so overwriting is safe), which the
-  host copies back. Deterministic for a given ``nb``.
+  host copies back. Deterministic for a given ``nb``. The three partial-sum kernels are
+  made by one factory (:func:`_partials_kernel`) from the work on one element.
 * Two-loop recursion: the coefficients stay on the device. Per history pair, one
   reduction kernel for the dot product, one single-block kernel that finishes it,
   rounds it to the vector's dtype, multiplies by ``ro`` and stores ``al[k]`` (first loop)
@@ -29,10 +30,13 @@ Design
   narrowed at the store; float32 and float64 compute in their own type, except that the
   dot products accumulate in float64, as on the CPU.
 """
+import inspect
+
 from numba import cuda, float64
 from numba import types as nbtypes
 
-from ._launch import MAX_BLOCKS, ROW_TPB, cuda_kernel, dev, launch, widen
+from ._blockreduce import _array_sum_device
+from ._launch import MAX_BLOCKS, ROW_TPB, cuda_kernel, dev, device_fn, from_template, launch, widen
 from .clip import _block_reduce, _combine
 from .optim import _ct, _ctype, _find_block
 
@@ -61,75 +65,62 @@ def _grid(nb):
 
 
 # ---- reductions -------------------------------------------------------------------------------
-@cuda_kernel(lambda T: (T[::1], T[::1], _F64[::1], _I64))
-def _dot_part_kernel(a, b, part, nb):
-    sh = cuda.shared.array(ROW_TPB, float64)
-    tid = cuda.threadIdx.x
-    n = a.size
-    stride = nb * ROW_TPB
-    vb = cuda.blockIdx.x
-    while vb < nb:
-        acc = 0.0
-        i = vb * ROW_TPB + tid
-        while i < n:
-            acc += float64(widen(a[i])) * float64(widen(b[i]))
-            i += stride
-        tot = _block_reduce(sh, tid, acc, _SUM)
-        if tid == 0:
-            part[2 * vb] = tot
-        vb += cuda.gridDim.x
+def _partials_kernel(signatures, first_is_max=False, second=True):
+    """Decorator: the reduction kernel ``name(<params>, part, nb)`` from
+    ``fn(<params>, i, acc0, acc1) -> (acc0, acc1)``, the work on element ``i`` of the first
+    of ``params``: each of the ``nb`` virtual blocks of ``ROW_TPB`` threads accumulates its
+    elements (grid stride ``nb * ROW_TPB``) in two float64 accumulators from 0, then a
+    shared-memory tree combines the block's threads into ``part[2 vb]`` (a max, NaN
+    winning, when ``first_is_max``, else a sum) and, when ``second``, ``part[2 vb + 1]``
+    (a sum). ``signatures``: the kernel's, for the PTX check."""
+    def deco(fn):
+        names = list(inspect.signature(fn).parameters)[:-3]
+        params = ", ".join(names)
+        src = (f"def {fn.__name__}({params}, part, nb):\n"
+               "    _sh = cuda.shared.array(ROW_TPB, float64)\n"
+               "    _tid = cuda.threadIdx.x\n"
+               "    _vb = cuda.blockIdx.x\n"
+               "    while _vb < nb:\n"
+               "        _acc0 = 0.0\n"
+               "        _acc1 = 0.0\n"
+               f"        for _i in range(_vb * ROW_TPB + _tid, {names[0]}.size, nb * ROW_TPB):\n"
+               f"            _acc0, _acc1 = work({params}, _i, _acc0, _acc1)\n"
+               "        _tot0 = block_reduce(_sh, _tid, _acc0, MODE0)\n"
+               + ("        _tot1 = block_reduce(_sh, _tid, _acc1, SUM)\n" if second else "")
+               + "        if _tid == 0:\n"
+               "            part[2 * _vb] = _tot0\n"
+               + ("            part[2 * _vb + 1] = _tot1\n" if second else "")
+               + "        _vb += cuda.gridDim.x\n")
+        env = {"cuda": cuda, "float64": float64, "ROW_TPB": ROW_TPB, "block_reduce": _block_reduce,
+               "work": device_fn(fn), "MODE0": _MAX if first_is_max else _SUM, "SUM": _SUM}
+        kernel = from_template(fn.__module__, fn.__name__, src, env)
+        kernel.__doc__ = fn.__doc__
+        return cuda_kernel(signatures)(kernel)
+    return deco
 
 
-@cuda_kernel(lambda T: (T[::1], T[::1], T[::1], _ct(T), T[::1], T[::1], _F64[::1], _I64))
-def _pair_part_kernel(grad, prev_grad, d, t, y, s, part, nb):
-    sh = cuda.shared.array(ROW_TPB, float64)
-    tid = cuda.threadIdx.x
-    n = grad.size
-    stride = nb * ROW_TPB
-    vb = cuda.blockIdx.x
-    while vb < nb:
-        ys = 0.0
-        y2 = 0.0
-        i = vb * ROW_TPB + tid
-        while i < n:
-            yv = widen(grad[i]) - widen(prev_grad[i])
-            sv = widen(d[i]) * t
-            y[i] = yv
-            s[i] = sv
-            y64 = float64(widen(y[i]))  # the stored (narrowed) values, as the CPU sees them
-            ys += y64 * float64(widen(s[i]))
-            y2 += y64 * y64
-            i += stride
-        tot = _block_reduce(sh, tid, ys, _SUM)
-        tot2 = _block_reduce(sh, tid, y2, _SUM)
-        if tid == 0:
-            part[2 * vb] = tot
-            part[2 * vb + 1] = tot2
-        vb += cuda.gridDim.x
+@_partials_kernel(lambda T: (T[::1], T[::1], _F64[::1], _I64), second=False)
+def _dot_part_kernel(a, b, i, acc, _):
+    """``a . b``, in float64."""
+    return acc + float64(widen(a[i])) * float64(widen(b[i])), 0.0
 
 
-@cuda_kernel(lambda T: (T[::1], _F64[::1], _I64))
-def _abs_part_kernel(x, part, nb):
-    sh = cuda.shared.array(ROW_TPB, float64)
-    tid = cuda.threadIdx.x
-    n = x.size
-    stride = nb * ROW_TPB
-    vb = cuda.blockIdx.x
-    while vb < nb:
-        mx = 0.0
-        sm = 0.0
-        i = vb * ROW_TPB + tid
-        while i < n:
-            v = abs(float64(widen(x[i])))
-            mx = _combine(mx, v, _MAX)
-            sm += v
-            i += stride
-        tmx = _block_reduce(sh, tid, mx, _MAX)
-        tsm = _block_reduce(sh, tid, sm, _SUM)
-        if tid == 0:
-            part[2 * vb] = tmx
-            part[2 * vb + 1] = tsm
-        vb += cuda.gridDim.x
+@_partials_kernel(lambda T: (T[::1], T[::1], T[::1], _ct(T), T[::1], T[::1], _F64[::1], _I64))
+def _pair_part_kernel(grad, prev_grad, d, t, y, s, i, ys, y2):
+    """``y = grad - prev_grad``, ``s = d * t``; ``(y . s, y . y)`` in float64."""
+    yv = widen(grad[i]) - widen(prev_grad[i])
+    sv = widen(d[i]) * t
+    y[i] = yv
+    s[i] = sv
+    y64 = float64(widen(y[i]))  # the stored (narrowed) values, as the CPU sees them
+    return ys + y64 * float64(widen(s[i])), y2 + y64 * y64
+
+
+@_partials_kernel(lambda T: (T[::1], _F64[::1], _I64), first_is_max=True)
+def _abs_part_kernel(x, i, mx, sm):
+    """``(max |x|, sum |x|)`` in float64 (NaN wins the max)."""
+    v = abs(float64(widen(x[i])))
+    return _combine(mx, v, _MAX), sm + v
 
 
 @cuda_kernel([(_F64[::1], _I64, nbtypes.boolean)])
@@ -242,12 +233,7 @@ def _coef_kernel(part, nb, ro, al, j, k, second):
     tid = cuda.threadIdx.x
     if cuda.blockIdx.x != 0:
         return
-    a = 0.0
-    i = tid
-    while i < nb:
-        a += part[2 * i]
-        i += ROW_TPB
-    tot = _block_reduce(sh, tid, a, _SUM)
+    tot = _array_sum_device(sh, tid, part[0:2 * nb:2])
     if tid == 0:
         r = widen(ro[j])
         v = type(r)(tot) * r

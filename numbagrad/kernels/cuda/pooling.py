@@ -28,12 +28,15 @@ no gradient -- as on the CPU, which skips it explicitly.
 
 Arithmetic: float16 and float32 elements are compared/summed in float32, float64 in
 float64 (each kernel body is built twice by a factory with its accumulator type, as in
-``softmax.py``; the launcher picks by dtype). Window rules are the CPU module's.
+``softmax.py``; the launcher picks by dtype). Window rules are the CPU module's, from the
+same scalar helpers (:mod:`numbagrad.kernels.scalar`: ``first_valid``, ``avg_window``,
+``avg_divisor``, ``adaptive_window``).
 """
 import numpy as np
-from numba import cuda, types as nbtypes
+from numba import types as nbtypes
 
-from ._launch import cuda_kernel, device_fn, launch
+from .. import scalar as S
+from ._launch import cuda_kernel, device_fn, grid_kernel, launch
 
 # the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
 ENTRY_POINTS = (
@@ -49,36 +52,6 @@ _ACC64_IN = (nbtypes.float64,)
 
 def _a3(T):
     return T[:, :, ::1]
-
-
-@device_fn
-def _first_valid_device(start, step):
-    while start < 0:
-        start += step
-    return start
-
-
-@device_fn
-def _avg_window_device(o, s, pad, k, n):
-    """(start, end, padded extent) of average window ``o`` on an axis of size ``n``."""
-    a = o * s - pad
-    b = min(a + k, n + pad)
-    ext = b - a
-    return max(a, 0), min(b, n), ext
-
-
-@device_fn
-def _avg_divisor_device(h0, h1, eh, w0, w1, ew, count_include_pad, divisor):
-    if divisor != 0:
-        return divisor
-    if count_include_pad != 0:
-        return eh * ew
-    return (h1 - h0) * (w1 - w0)
-
-
-@device_fn
-def _adaptive_window_device(o, n_out, n_in):
-    return (o * n_in) // n_out, ((o + 1) * n_in + n_out - 1) // n_out
 
 
 @device_fn
@@ -101,199 +74,128 @@ def _make_kernels(acc_nb, in_types, suffix):
     geo = (_I64,) * 8
     avg_geo = (_I64,) * 8
 
-    def max_fwd(x, out, idx, kH, kW, sH, sW, pH, pW, dH, dW):
-        P, H, W = x.shape
-        OH = out.shape[1]
-        OW = out.shape[2]
-        plane = OH * OW
-        n = P * plane
-        k = cuda.grid(1)
-        while k < n:
-            p = k // plane
-            r = k - p * plane
-            oh = r // OW
-            ow = r - oh * OW
-            h0 = oh * sH - pH
-            h1 = min(h0 + (kH - 1) * dH + 1, H)
-            h0 = _first_valid_device(h0, dH)
-            w0 = ow * sW - pW
-            w1 = min(w0 + (kW - 1) * dW + 1, W)
-            w0 = _first_valid_device(w0, dW)
-            m = acc_nb(neg_inf)
-            mi = h0 * W + w0
-            for ih in range(h0, h1, dH):
-                for iw in range(w0, w1, dW):
-                    v = acc_nb(x[p, ih, iw])
-                    if v > m or v != v:
-                        m = v
-                        mi = ih * W + iw
-            out[p, oh, ow] = m
-            idx[p, oh, ow] = mi
-            k += cuda.gridsize(1)
+    @device_fn
+    def window_max(x, p, h0, h1, dh, w0, w1, dw):
+        """Max of plane ``p``'s window and its flat in-plane index (NaN wins; the first
+        element's index for an empty window)."""
+        W = x.shape[2]
+        m = acc_nb(neg_inf)
+        mi = h0 * W + w0
+        for ih in range(h0, h1, dh):
+            for iw in range(w0, w1, dw):
+                v = acc_nb(x[p, ih, iw])
+                if v > m or v != v:
+                    m = v
+                    mi = ih * W + iw
+        return m, mi
 
-    def max_bwd(g, idx, gx, kH, kW, sH, sW, pH, pW, dH, dW):
-        P, H, W = gx.shape
+    @device_fn
+    def window_sum(x, p, h0, h1, w0, w1):
+        s = acc_nb(0)
+        for ih in range(h0, h1):
+            for iw in range(w0, w1):
+                s += acc_nb(x[p, ih, iw])
+        return s
+
+    @device_fn
+    def max_fwd(p, oh, ow, x, out, idx, kH, kW, sH, sW, pH, pW, dH, dW):
+        h0 = oh * sH - pH
+        h1 = min(h0 + (kH - 1) * dH + 1, x.shape[1])
+        w0 = ow * sW - pW
+        w1 = min(w0 + (kW - 1) * dW + 1, x.shape[2])
+        m, mi = window_max(x, p, S.first_valid(h0, dH), h1, dH, S.first_valid(w0, dW), w1, dW)
+        out[p, oh, ow] = m
+        idx[p, oh, ow] = mi
+
+    @device_fn
+    def max_bwd(p, ih, iw, g, idx, gx, kH, kW, sH, sW, pH, pW, dH, dW):
         OH = g.shape[1]
         OW = g.shape[2]
-        plane = H * W
-        n = P * plane
-        k = cuda.grid(1)
-        while k < n:
-            p = k // plane
-            me = k - p * plane
-            ih = me // W
-            iw = me - ih * W
-            acc = acc_nb(0)
-            for jh in range(kH - 1, -1, -1):  # decreasing tap = increasing oh (the CPU's order)
-                oh = _covering_device(ih, sH, pH, OH, jh * dH)
-                if oh < 0:
+        me = ih * gx.shape[2] + iw
+        acc = acc_nb(0)
+        for jh in range(kH - 1, -1, -1):  # decreasing tap = increasing oh (the CPU's order)
+            oh = _covering_device(ih, sH, pH, OH, jh * dH)
+            if oh < 0:
+                continue
+            for jw in range(kW - 1, -1, -1):
+                ow = _covering_device(iw, sW, pW, OW, jw * dW)
+                if ow >= 0 and idx[p, oh, ow] == me:
+                    acc += acc_nb(g[p, oh, ow])
+        gx[p, ih, iw] = acc
+
+    @device_fn
+    def avg_fwd(p, oh, ow, x, out, kH, kW, sH, sW, pH, pW, count_include_pad, divisor):
+        h0, h1, eh = S.avg_window(oh, sH, pH, kH, x.shape[1])
+        w0, w1, ew = S.avg_window(ow, sW, pW, kW, x.shape[2])
+        s = acc_nb(0)
+        if h0 < h1 and w0 < w1:
+            s = window_sum(x, p, h0, h1, w0, w1)
+            s = s / acc_nb(S.avg_divisor(h0, h1, eh, w0, w1, ew, count_include_pad, divisor))
+        out[p, oh, ow] = s
+
+    @device_fn
+    def avg_bwd(p, ih, iw, g, gx, kH, kW, sH, sW, pH, pW, count_include_pad, divisor):
+        H = gx.shape[1]
+        W = gx.shape[2]
+        OH = g.shape[1]
+        OW = g.shape[2]
+        acc = acc_nb(0)
+        for jh in range(kH - 1, -1, -1):
+            oh = _covering_device(ih, sH, pH, OH, jh)
+            if oh < 0:
+                continue
+            h0, h1, eh = S.avg_window(oh, sH, pH, kH, H)
+            for jw in range(kW - 1, -1, -1):
+                ow = _covering_device(iw, sW, pW, OW, jw)
+                if ow < 0:
                     continue
-                for jw in range(kW - 1, -1, -1):
-                    ow = _covering_device(iw, sW, pW, OW, jw * dW)
-                    if ow >= 0 and idx[p, oh, ow] == me:
-                        acc += acc_nb(g[p, oh, ow])
-            gx[p, ih, iw] = acc
-            k += cuda.gridsize(1)
+                w0, w1, ew = S.avg_window(ow, sW, pW, kW, W)
+                d = S.avg_divisor(h0, h1, eh, w0, w1, ew, count_include_pad, divisor)
+                acc += acc_nb(g[p, oh, ow]) / acc_nb(d)
+        gx[p, ih, iw] = acc
 
-    def avg_fwd(x, out, kH, kW, sH, sW, pH, pW, count_include_pad, divisor):
-        P, H, W = x.shape
-        OH = out.shape[1]
-        OW = out.shape[2]
-        plane = OH * OW
-        n = P * plane
-        k = cuda.grid(1)
-        while k < n:
-            p = k // plane
-            r = k - p * plane
-            oh = r // OW
-            ow = r - oh * OW
-            h0, h1, eh = _avg_window_device(oh, sH, pH, kH, H)
-            w0, w1, ew = _avg_window_device(ow, sW, pW, kW, W)
-            s = acc_nb(0)
-            if h0 < h1 and w0 < w1:
-                for ih in range(h0, h1):
-                    for iw in range(w0, w1):
-                        s += acc_nb(x[p, ih, iw])
-                s = s / acc_nb(_avg_divisor_device(h0, h1, eh, w0, w1, ew, count_include_pad, divisor))
-            out[p, oh, ow] = s
-            k += cuda.gridsize(1)
+    @device_fn
+    def adaptive_avg_fwd(p, oh, ow, x, out):
+        h0, h1 = S.adaptive_window(oh, out.shape[1], x.shape[1])
+        w0, w1 = S.adaptive_window(ow, out.shape[2], x.shape[2])
+        out[p, oh, ow] = window_sum(x, p, h0, h1, w0, w1) / acc_nb((h1 - h0) * (w1 - w0))
 
-    def avg_bwd(g, gx, kH, kW, sH, sW, pH, pW, count_include_pad, divisor):
-        P, H, W = gx.shape
+    @device_fn
+    def adaptive_avg_bwd(p, ih, iw, g, gx):
+        H = gx.shape[1]
+        W = gx.shape[2]
         OH = g.shape[1]
         OW = g.shape[2]
-        plane = H * W
-        n = P * plane
-        k = cuda.grid(1)
-        while k < n:
-            p = k // plane
-            r = k - p * plane
-            ih = r // W
-            iw = r - ih * W
-            acc = acc_nb(0)
-            for jh in range(kH - 1, -1, -1):
-                oh = _covering_device(ih, sH, pH, OH, jh)
-                if oh < 0:
-                    continue
-                h0, h1, eh = _avg_window_device(oh, sH, pH, kH, H)
-                for jw in range(kW - 1, -1, -1):
-                    ow = _covering_device(iw, sW, pW, OW, jw)
-                    if ow < 0:
-                        continue
-                    w0, w1, ew = _avg_window_device(ow, sW, pW, kW, W)
-                    d = _avg_divisor_device(h0, h1, eh, w0, w1, ew, count_include_pad, divisor)
-                    acc += acc_nb(g[p, oh, ow]) / acc_nb(d)
-            gx[p, ih, iw] = acc
-            k += cuda.gridsize(1)
+        acc = acc_nb(0)
+        # windows containing ih: floor(ih * OH / H) <= oh <= ((ih + 1) * OH - 1) // H
+        for oh in range((ih * OH) // H, ((ih + 1) * OH - 1) // H + 1):
+            h0, h1 = S.adaptive_window(oh, OH, H)
+            for ow in range((iw * OW) // W, ((iw + 1) * OW - 1) // W + 1):
+                w0, w1 = S.adaptive_window(ow, OW, W)
+                acc += acc_nb(g[p, oh, ow]) / acc_nb((h1 - h0) * (w1 - w0))
+        gx[p, ih, iw] = acc
 
-    def adaptive_avg_fwd(x, out):
-        P, H, W = x.shape
-        OH = out.shape[1]
-        OW = out.shape[2]
-        plane = OH * OW
-        n = P * plane
-        k = cuda.grid(1)
-        while k < n:
-            p = k // plane
-            r = k - p * plane
-            oh = r // OW
-            ow = r - oh * OW
-            h0, h1 = _adaptive_window_device(oh, OH, H)
-            w0, w1 = _adaptive_window_device(ow, OW, W)
-            s = acc_nb(0)
-            for ih in range(h0, h1):
-                for iw in range(w0, w1):
-                    s += acc_nb(x[p, ih, iw])
-            out[p, oh, ow] = s / acc_nb((h1 - h0) * (w1 - w0))
-            k += cuda.gridsize(1)
+    @device_fn
+    def adaptive_max_fwd(p, oh, ow, x, out, idx):
+        h0, h1 = S.adaptive_window(oh, out.shape[1], x.shape[1])
+        w0, w1 = S.adaptive_window(ow, out.shape[2], x.shape[2])
+        m, mi = window_max(x, p, h0, h1, 1, w0, w1, 1)
+        out[p, oh, ow] = m
+        idx[p, oh, ow] = mi
 
-    def adaptive_avg_bwd(g, gx):
-        P, H, W = gx.shape
+    @device_fn
+    def adaptive_max_bwd(p, ih, iw, g, idx, gx):
+        H = gx.shape[1]
+        W = gx.shape[2]
         OH = g.shape[1]
         OW = g.shape[2]
-        plane = H * W
-        n = P * plane
-        k = cuda.grid(1)
-        while k < n:
-            p = k // plane
-            r = k - p * plane
-            ih = r // W
-            iw = r - ih * W
-            acc = acc_nb(0)
-            # windows containing ih: floor(ih * OH / H) <= oh <= ((ih + 1) * OH - 1) // H
-            for oh in range((ih * OH) // H, ((ih + 1) * OH - 1) // H + 1):
-                h0, h1 = _adaptive_window_device(oh, OH, H)
-                for ow in range((iw * OW) // W, ((iw + 1) * OW - 1) // W + 1):
-                    w0, w1 = _adaptive_window_device(ow, OW, W)
-                    acc += acc_nb(g[p, oh, ow]) / acc_nb((h1 - h0) * (w1 - w0))
-            gx[p, ih, iw] = acc
-            k += cuda.gridsize(1)
-
-    def adaptive_max_fwd(x, out, idx):
-        P, H, W = x.shape
-        OH = out.shape[1]
-        OW = out.shape[2]
-        plane = OH * OW
-        n = P * plane
-        k = cuda.grid(1)
-        while k < n:
-            p = k // plane
-            r = k - p * plane
-            oh = r // OW
-            ow = r - oh * OW
-            h0, h1 = _adaptive_window_device(oh, OH, H)
-            w0, w1 = _adaptive_window_device(ow, OW, W)
-            m = acc_nb(neg_inf)
-            mi = h0 * W + w0
-            for ih in range(h0, h1):
-                for iw in range(w0, w1):
-                    v = acc_nb(x[p, ih, iw])
-                    if v > m or v != v:
-                        m = v
-                        mi = ih * W + iw
-            out[p, oh, ow] = m
-            idx[p, oh, ow] = mi
-            k += cuda.gridsize(1)
-
-    def adaptive_max_bwd(g, idx, gx):
-        P, H, W = gx.shape
-        OH = g.shape[1]
-        OW = g.shape[2]
-        plane = H * W
-        n = P * plane
-        k = cuda.grid(1)
-        while k < n:
-            p = k // plane
-            me = k - p * plane
-            ih = me // W
-            iw = me - ih * W
-            acc = acc_nb(0)
-            for oh in range((ih * OH) // H, ((ih + 1) * OH - 1) // H + 1):
-                for ow in range((iw * OW) // W, ((iw + 1) * OW - 1) // W + 1):
-                    if idx[p, oh, ow] == me:
-                        acc += acc_nb(g[p, oh, ow])
-            gx[p, ih, iw] = acc
-            k += cuda.gridsize(1)
+        me = ih * W + iw
+        acc = acc_nb(0)
+        for oh in range((ih * OH) // H, ((ih + 1) * OH - 1) // H + 1):
+            for ow in range((iw * OW) // W, ((iw + 1) * OW - 1) // W + 1):
+                if idx[p, oh, ow] == me:
+                    acc += acc_nb(g[p, oh, ow])
+        gx[p, ih, iw] = acc
 
     def sigs(*kinds):
         out = []
@@ -309,12 +211,21 @@ def _make_kernels(acc_nb, in_types, suffix):
             out.append(tuple(sig))
         return out
 
-    table = ((max_fwd, sigs("a", "a", "i", geo)), (max_bwd, sigs("a", "i", "a", geo)),
-             (avg_fwd, sigs("a", "a", avg_geo)), (avg_bwd, sigs("a", "a", avg_geo)),
-             (adaptive_avg_fwd, sigs("a", "a")), (adaptive_avg_bwd, sigs("a", "a")),
-             (adaptive_max_fwd, sigs("a", "a", "i")), (adaptive_max_bwd, sigs("a", "i", "a")))
+    win = "kH, kW, sH, sW, pH, pW"
+    # (element function of one (plane, row, column), the kernel's parameters, the array with a
+    # thread per element: the output of a forward, gx of a gather backward; signatures)
+    table = ((max_fwd, f"x, out, idx, {win}, dH, dW", "out", sigs("a", "a", "i", geo)),
+             (max_bwd, f"g, idx, gx, {win}, dH, dW", "gx", sigs("a", "i", "a", geo)),
+             (avg_fwd, f"x, out, {win}, count_include_pad, divisor", "out", sigs("a", "a", avg_geo)),
+             (avg_bwd, f"g, gx, {win}, count_include_pad, divisor", "gx", sigs("a", "a", avg_geo)),
+             (adaptive_avg_fwd, "x, out", "out", sigs("a", "a")),
+             (adaptive_avg_bwd, "g, gx", "gx", sigs("a", "a")),
+             (adaptive_max_fwd, "x, out, idx", "out", sigs("a", "a", "i")),
+             (adaptive_max_bwd, "g, idx, gx", "gx", sigs("a", "i", "a")))
     mod = __name__
-    return {fn.__name__: cuda_kernel(s, name=f"{mod}._{fn.__name__}_{suffix}_kernel")(fn) for fn, s in table}
+    return {elem.__name__: cuda_kernel(s, name=f"{mod}._{elem.__name__}_{suffix}_kernel")(
+                grid_kernel(__name__, elem.__name__, params, elem, over))
+            for elem, params, over, s in table}
 
 
 _K32 = _make_kernels(nbtypes.float32, _ACC32_IN, "acc32")

@@ -60,7 +60,8 @@ import numpy as np
 from numba import cuda, float32, types as nbt
 from numba.np.numpy_support import from_dtype
 
-from ._launch import ROW_TPB, SIM, cuda_kernel, device_fn, launch, launch_rows
+from ._launch import ROW_TPB, SIM, cuda_kernel, device_fn, from_template, grid_kernel, launch, launch_rows
+from ._blockreduce import block_tree
 
 # the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
 ENTRY_POINTS = ()
@@ -242,178 +243,153 @@ def _scan_sigs(pairs):
 
 
 # ---- kernel factories ---------------------------------------------------------------------------
+# A column kernel runs one thread per output (a, b), a row kernel one block per output; both
+# call a device function ``body(a, b, x, out, ident, ..)`` that does one output's work.
+
+
+def _col_kernel(body):
+    """One thread per output ``(a, b)``: per column ``x[a, :, b]``."""
+    return grid_kernel(__name__, "kernel", "x, out, ident", body, "x", (0, 2))
+
+
+def _row_kernel(body, *shared_types):
+    """One block of ``ROW_TPB`` threads per output ``(a, b)``, grid-striding over outputs;
+    ``body(a, b, x, out, ident, t, sh0, ..)`` gets the thread index and one shared array of
+    ``ROW_TPB`` elements per type in ``shared_types``. The loop over outputs is uniform
+    over the block, so the barriers in ``body`` are safe."""
+    sh = [f"sh{j}" for j in range(len(shared_types))]
+    src = ("def kernel(x, out, ident):\n"
+           + "".join(f"    {v} = cuda.shared.array(ROW_TPB, T{j})\n" for j, v in enumerate(sh))
+           + "    B = x.shape[2]\n"
+           "    n = x.shape[0] * B\n"
+           "    t = cuda.threadIdx.x\n"
+           "    r = cuda.blockIdx.x\n"
+           "    while r < n:\n"
+           "        a = r // B\n"
+           f"        body(a, r - a * B, x, out, ident, t, {', '.join(sh)})\n"
+           "        r += cuda.gridDim.x\n")
+    env = {"cuda": cuda, "ROW_TPB": ROW_TPB, "body": body}
+    env.update((f"T{j}", T) for j, T in enumerate(shared_types))
+    return from_template(__name__, "kernel", src, env)
 
 
 def _col_reduce(fmap, combine):
-    def kernel(x, out, ident):
-        """out[a, b] = combine over k of fmap(x[a, k, b]); one thread per (a, b)."""
-        K = x.shape[1]
-        B = x.shape[2]
-        n = x.shape[0] * B
-        i = cuda.grid(1)
-        while i < n:
-            a = i // B
-            b = i - a * B
-            acc = ident
-            for k in range(K):
-                acc = combine(acc, fmap(x[a, k, b], ident))
-            out[a, b] = acc
-            i += cuda.gridsize(1)
-    return kernel
+    @device_fn
+    def body(a, b, x, out, ident):
+        acc = ident
+        for k in range(x.shape[1]):
+            acc = combine(acc, fmap(x[a, k, b], ident))
+        out[a, b] = acc
+    return _col_kernel(body)
 
 
 def _row_reduce(fmap, combine, acc_t):
-    def kernel(x, out, ident):
-        """out[a, b] = combine over k of fmap(x[a, k, b]); one block per (a, b): each
-        thread folds k = t, t + ROW_TPB, ...; then a tree over the block in shared memory."""
-        sh = cuda.shared.array(ROW_TPB, acc_t)
-        K = x.shape[1]
-        B = x.shape[2]
-        n = x.shape[0] * B
-        t = cuda.threadIdx.x
-        r = cuda.blockIdx.x
-        while r < n:  # uniform over the block: the barriers below are safe
-            a = r // B
-            b = r - a * B
-            acc = ident
-            k = t
-            while k < K:
-                acc = combine(acc, fmap(x[a, k, b], ident))
-                k += ROW_TPB
-            sh[t] = acc
-            cuda.syncthreads()
-            s = ROW_TPB // 2
-            while s > 0:
-                if t < s:
-                    sh[t] = combine(sh[t], sh[t + s])
-                cuda.syncthreads()
-                s //= 2
-            # Only thread 0 reads sh[0] (and only it writes sh[0] for the next row), and
-            # the tree's last barrier ended every other read: no barrier needed here.
-            if t == 0:
-                out[a, b] = sh[0]
-            r += cuda.gridDim.x
-    return kernel
+    tree = block_tree(combine)
+
+    @device_fn
+    def body(a, b, x, out, ident, t, sh):
+        """Each thread folds k = t, t + ROW_TPB, ...; then a tree over the block."""
+        acc = ident
+        k = t
+        while k < x.shape[1]:
+            acc = combine(acc, fmap(x[a, k, b], ident))
+            k += ROW_TPB
+        tree(sh, t, acc)
+        # Only thread 0 reads sh[0] (and only it writes sh[0] for the next row), and
+        # the tree's last barrier ended every other read: no barrier needed here.
+        if t == 0:
+            out[a, b] = sh[0]
+    return _row_kernel(body, acc_t)
 
 
 def _col_arg(better):
-    def kernel(x, out, ident):
-        """out[a, b] = arg-extreme over k of x[a, k, b]; one thread per (a, b)."""
+    @device_fn
+    def body(a, b, x, out, ident):
         K = x.shape[1]
-        B = x.shape[2]
-        n = x.shape[0] * B
-        i = cuda.grid(1)
-        while i < n:
-            a = i // B
-            b = i - a * B
-            bv = ident
-            bi = K
-            for k in range(K):
-                v = type(ident)(x[a, k, b])
-                if better(v, k, bv, bi):
-                    bv = v
-                    bi = k
-            out[a, b] = bi
-            i += cuda.gridsize(1)
-    return kernel
+        bv = ident
+        bi = K
+        for k in range(K):
+            v = type(ident)(x[a, k, b])
+            if better(v, k, bv, bi):
+                bv = v
+                bi = k
+        out[a, b] = bi
+    return _col_kernel(body)
 
 
 def _row_arg(better, acc_t):
-    def kernel(x, out, ident):
-        """Row twin of the column arg kernel: (value, index) pairs reduced in shared memory."""
-        sv = cuda.shared.array(ROW_TPB, acc_t)
-        si = cuda.shared.array(ROW_TPB, nbt.int64)
+    @device_fn
+    def body(a, b, x, out, ident, t, sv, si):
+        """Each thread's (value, index) best of k = t, t + ROW_TPB, ...; then the pairs
+        reduced in shared memory (the tie rule makes the tree order irrelevant)."""
         K = x.shape[1]
-        B = x.shape[2]
-        n = x.shape[0] * B
-        t = cuda.threadIdx.x
-        r = cuda.blockIdx.x
-        while r < n:
-            a = r // B
-            b = r - a * B
-            bv = ident
-            bi = K
-            k = t
-            while k < K:
-                v = type(ident)(x[a, k, b])
-                if better(v, k, bv, bi):
-                    bv = v
-                    bi = k
-                k += ROW_TPB
-            sv[t] = bv
-            si[t] = bi
+        bv = ident
+        bi = K
+        k = t
+        while k < K:
+            v = type(ident)(x[a, k, b])
+            if better(v, k, bv, bi):
+                bv = v
+                bi = k
+            k += ROW_TPB
+        sv[t] = bv
+        si[t] = bi
+        cuda.syncthreads()
+        s = ROW_TPB // 2
+        while s > 0:
+            if t < s:
+                if better(sv[t + s], si[t + s], sv[t], si[t]):
+                    sv[t] = sv[t + s]
+                    si[t] = si[t + s]
             cuda.syncthreads()
-            s = ROW_TPB // 2
-            while s > 0:
-                if t < s:
-                    if better(sv[t + s], si[t + s], sv[t], si[t]):
-                        sv[t] = sv[t + s]
-                        si[t] = si[t + s]
-                cuda.syncthreads()
-                s //= 2
-            if t == 0:
-                out[a, b] = si[0]
-            r += cuda.gridDim.x
-    return kernel
+            s //= 2
+        if t == 0:
+            out[a, b] = si[0]
+    return _row_kernel(body, acc_t, nbt.int64)
 
 
 def _col_scan(combine):
-    def kernel(x, out, ident):
-        """out[a, k, b] = combine of x[a, :k+1, b]; one thread per (a, b)."""
-        K = x.shape[1]
-        B = x.shape[2]
-        n = x.shape[0] * B
-        i = cuda.grid(1)
-        while i < n:
-            a = i // B
-            b = i - a * B
-            acc = ident
-            for k in range(K):
-                acc = combine(acc, type(ident)(x[a, k, b]))
-                out[a, k, b] = acc
-            i += cuda.gridsize(1)
-    return kernel
+    @device_fn
+    def body(a, b, x, out, ident):
+        """out[a, k, b] = combine of x[a, :k+1, b]."""
+        acc = ident
+        for k in range(x.shape[1]):
+            acc = combine(acc, type(ident)(x[a, k, b]))
+            out[a, k, b] = acc
+    return _col_kernel(body)
 
 
 def _row_scan(combine, acc_t):
-    def kernel(x, out, ident):
-        """Row twin of the column scan: one block per (a, b); chunks of ROW_TPB elements
-        are scanned in shared memory (Hillis-Steele) and offset by the carried total."""
-        sh = cuda.shared.array(ROW_TPB, acc_t)
+    @device_fn
+    def body(a, b, x, out, ident, t, sh):
+        """Chunks of ROW_TPB elements are scanned in shared memory (Hillis-Steele) and
+        offset by the carried total."""
         K = x.shape[1]
-        B = x.shape[2]
-        n = x.shape[0] * B
-        t = cuda.threadIdx.x
-        r = cuda.blockIdx.x
-        while r < n:
-            a = r // B
-            b = r - a * B
-            carry = ident
-            k0 = 0
-            while k0 < K:
-                k = k0 + t
-                v = ident
-                if k < K:
-                    v = type(ident)(x[a, k, b])
-                sh[t] = v
+        carry = ident
+        k0 = 0
+        while k0 < K:
+            k = k0 + t
+            v = ident
+            if k < K:
+                v = type(ident)(x[a, k, b])
+            sh[t] = v
+            cuda.syncthreads()
+            off = 1
+            while off < ROW_TPB:
+                w = ident
+                if t >= off:
+                    w = sh[t - off]
                 cuda.syncthreads()
-                off = 1
-                while off < ROW_TPB:
-                    w = ident
-                    if t >= off:
-                        w = sh[t - off]
-                    cuda.syncthreads()
-                    if t >= off:
-                        sh[t] = combine(w, sh[t])
-                    cuda.syncthreads()
-                    off *= 2
-                if k < K:
-                    out[a, k, b] = combine(carry, sh[t])
-                carry = combine(carry, sh[ROW_TPB - 1])
-                cuda.syncthreads()  # every thread has read sh[ROW_TPB - 1] before the next chunk
-                k0 += ROW_TPB
-            r += cuda.gridDim.x
-    return kernel
+                if t >= off:
+                    sh[t] = combine(w, sh[t])
+                cuda.syncthreads()
+                off *= 2
+            if k < K:
+                out[a, k, b] = combine(carry, sh[t])
+            carry = combine(carry, sh[ROW_TPB - 1])
+            cuda.syncthreads()  # every thread has read sh[ROW_TPB - 1] before the next chunk
+            k0 += ROW_TPB
+    return _row_kernel(body, acc_t)
 
 
 # ---- declarations -------------------------------------------------------------------------------

@@ -29,10 +29,10 @@ by the store, as in the other kernel families.
 """
 import math
 
-from numba import cuda, types as nbtypes
+from numba import types as nbtypes
 
 from .. import scalar as S
-from ._launch import cuda_kernel, dev, launch, widen
+from ._launch import cuda_kernel, dev, device_fn, grid_kernel, launch, widen
 
 # the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
 ENTRY_POINTS = (
@@ -49,119 +49,118 @@ def _sig(*kinds):
     return sig
 
 
-@cuda_kernel(_sig("m", "m", "m", "m", "m", "m", "m"))
-def _lstm_cell_fwd_kernel(xg, hg, c_prev, act, tc, c, h):
-    """One LSTM step; one thread per hidden unit (b, j)."""
-    B, H = c.shape
-    for k in range(cuda.grid(1), B * H, cuda.gridsize(1)):
-        b = k // H
-        j = k - b * H
-        pi = widen(xg[b, j]) + widen(hg[b, j])
-        pf = widen(xg[b, H + j]) + widen(hg[b, H + j])
-        pg = widen(xg[b, 2 * H + j]) + widen(hg[b, 2 * H + j])
-        po = widen(xg[b, 3 * H + j]) + widen(hg[b, 3 * H + j])
-        i = S.sigmoid_from_exp(pi, math.exp(-abs(pi)))
-        f = S.sigmoid_from_exp(pf, math.exp(-abs(pf)))
-        g = math.tanh(pg)
-        o = S.sigmoid_from_exp(po, math.exp(-abs(po)))
-        cc = f * widen(c_prev[b, j]) + i * g
-        t = math.tanh(cc)
-        act[b, j] = i
-        act[b, H + j] = f
-        act[b, 2 * H + j] = g
-        act[b, 3 * H + j] = o
-        tc[b, j] = t
-        c[b, j] = cc
-        h[b, j] = o * t
+@device_fn
+def _gates_device(a, b, j, H):
+    """Row ``b``'s four gate blocks at unit ``j`` (columns ``j, H + j, 2H + j, 3H + j``), widened."""
+    return widen(a[b, j]), widen(a[b, H + j]), widen(a[b, 2 * H + j]), widen(a[b, 3 * H + j])
 
 
-@cuda_kernel(_sig("m", "m", "m", "m", "m", "m", "m", "m"))
-def _lstm_cell_bwd_kernel(gy, gh, gc, act, tc, c_prev, dgates, dc_prev):
-    """Backward of one LSTM step; one thread per hidden unit (b, j)."""
-    B, H = gy.shape
-    for k in range(cuda.grid(1), B * H, cuda.gridsize(1)):
-        b = k // H
-        j = k - b * H
-        i = widen(act[b, j])
-        f = widen(act[b, H + j])
-        g = widen(act[b, 2 * H + j])
-        o = widen(act[b, 3 * H + j])
-        t = widen(tc[b, j])
-        ght = widen(gy[b, j]) + widen(gh[b, j])
-        dc = widen(gc[b, j]) + S.tanh_grad(ght * o, t)
-        dgates[b, j] = S.sigmoid_grad(dc * g, i)
-        dgates[b, H + j] = S.sigmoid_grad(dc * widen(c_prev[b, j]), f)
-        dgates[b, 2 * H + j] = S.tanh_grad(dc * i, g)
-        dgates[b, 3 * H + j] = S.sigmoid_grad(ght * t, o)
-        dc_prev[b, j] = dc * f
+@device_fn
+def _set_gates3_device(a, b, j, H, v0, v1, v2):
+    """Stores the first three gate blocks of row ``b`` at unit ``j``."""
+    a[b, j] = v0
+    a[b, H + j] = v1
+    a[b, 2 * H + j] = v2
 
 
-@cuda_kernel(_sig("m", "m", "v", "m", "m", "m"))
-def _gru_cell_fwd_kernel(xg, hg, b_hh, h_prev, act, h):
-    """One GRU step; one thread per hidden unit (b, j)."""
-    B, H = h.shape
-    for k in range(cuda.grid(1), B * H, cuda.gridsize(1)):
-        b = k // H
-        j = k - b * H
-        pr = widen(xg[b, j]) + widen(hg[b, j]) + widen(b_hh[j])
-        pz = widen(xg[b, H + j]) + widen(hg[b, H + j]) + widen(b_hh[H + j])
-        hn = widen(hg[b, 2 * H + j]) + widen(b_hh[2 * H + j])
-        r = S.sigmoid_from_exp(pr, math.exp(-abs(pr)))
-        z = S.sigmoid_from_exp(pz, math.exp(-abs(pz)))
-        n = math.tanh(widen(xg[b, 2 * H + j]) + r * hn)
-        act[b, j] = r
-        act[b, H + j] = z
-        act[b, 2 * H + j] = n
-        act[b, 3 * H + j] = hn
-        h[b, j] = n + z * (widen(h_prev[b, j]) - n)
+@device_fn
+def _set_gates_device(a, b, j, H, v0, v1, v2, v3):
+    """Stores the four gate blocks of row ``b`` at unit ``j``."""
+    _set_gates3_device(a, b, j, H, v0, v1, v2)
+    a[b, 3 * H + j] = v3
 
 
-@cuda_kernel(_sig("m", "m", "m", "m", "m", "m", "m"))
-def _gru_cell_bwd_kernel(gy, gh, act, h_prev, dxg, dhg, dh_prev):
-    """Backward of one GRU step; one thread per hidden unit (b, j)."""
-    B, H = gy.shape
-    for k in range(cuda.grid(1), B * H, cuda.gridsize(1)):
-        b = k // H
-        j = k - b * H
-        r = widen(act[b, j])
-        z = widen(act[b, H + j])
-        n = widen(act[b, 2 * H + j])
-        hn = widen(act[b, 3 * H + j])
-        g = widen(gy[b, j]) + widen(gh[b, j])
-        gz = g * z
-        dn = S.tanh_grad(g - gz, n)
-        dr = S.sigmoid_grad(dn * hn, r)
-        dz = S.sigmoid_grad(g * (widen(h_prev[b, j]) - n), z)
-        dxg[b, j] = dr
-        dxg[b, H + j] = dz
-        dxg[b, 2 * H + j] = dn
-        dhg[b, j] = dr
-        dhg[b, H + j] = dz
-        dhg[b, 2 * H + j] = dn * r
-        dh_prev[b, j] = gz
+@device_fn
+def _lstm_cell_fwd_device(b, j, xg, hg, c_prev, act, tc, c, h):
+    H = c.shape[1]
+    xi, xf, xgg, xo = _gates_device(xg, b, j, H)
+    hi, hf, hgg, ho = _gates_device(hg, b, j, H)
+    pi = xi + hi
+    pf = xf + hf
+    po = xo + ho
+    i = S.sigmoid_from_exp(pi, math.exp(-abs(pi)))
+    f = S.sigmoid_from_exp(pf, math.exp(-abs(pf)))
+    g = math.tanh(xgg + hgg)
+    o = S.sigmoid_from_exp(po, math.exp(-abs(po)))
+    cc = f * widen(c_prev[b, j]) + i * g
+    t = math.tanh(cc)
+    _set_gates_device(act, b, j, H, i, f, g, o)
+    tc[b, j] = t
+    c[b, j] = cc
+    h[b, j] = o * t
 
 
-@cuda_kernel(_sig("m", "m", "i", "m"))
-def _rnn_cell_fwd_kernel(xg, hg, nonlin, h):
-    """One Elman step ``h = tanh/relu(xg + hg)``; one thread per element."""
-    B, H = h.shape
-    for k in range(cuda.grid(1), B * H, cuda.gridsize(1)):
-        b = k // H
-        j = k - b * H
-        p = widen(xg[b, j]) + widen(hg[b, j])
-        h[b, j] = S.relu(p) if nonlin == 1 else math.tanh(p)
+@device_fn
+def _lstm_cell_bwd_device(b, j, gy, gh, gc, act, tc, c_prev, dgates, dc_prev):
+    i, f, g, o = _gates_device(act, b, j, gy.shape[1])
+    t = widen(tc[b, j])
+    ght = widen(gy[b, j]) + widen(gh[b, j])
+    dc = widen(gc[b, j]) + S.tanh_grad(ght * o, t)
+    _set_gates_device(dgates, b, j, gy.shape[1], S.sigmoid_grad(dc * g, i),
+                      S.sigmoid_grad(dc * widen(c_prev[b, j]), f), S.tanh_grad(dc * i, g),
+                      S.sigmoid_grad(ght * t, o))
+    dc_prev[b, j] = dc * f
 
 
-@cuda_kernel(_sig("m", "m", "m", "i", "m"))
-def _rnn_cell_bwd_kernel(gy, gh, h, nonlin, dpre):
-    """Backward of one Elman step from its output; one thread per element."""
-    B, H = h.shape
-    for k in range(cuda.grid(1), B * H, cuda.gridsize(1)):
-        b = k // H
-        j = k - b * H
-        g = widen(gy[b, j]) + widen(gh[b, j])
-        y = widen(h[b, j])
-        dpre[b, j] = S.relu_grad(g, y) if nonlin == 1 else S.tanh_grad(g, y)
+@device_fn
+def _gru_cell_fwd_device(b, j, xg, hg, b_hh, h_prev, act, h):
+    H = h.shape[1]
+    pr = widen(xg[b, j]) + widen(hg[b, j]) + widen(b_hh[j])
+    pz = widen(xg[b, H + j]) + widen(hg[b, H + j]) + widen(b_hh[H + j])
+    hn = widen(hg[b, 2 * H + j]) + widen(b_hh[2 * H + j])
+    r = S.sigmoid_from_exp(pr, math.exp(-abs(pr)))
+    z = S.sigmoid_from_exp(pz, math.exp(-abs(pz)))
+    n = math.tanh(widen(xg[b, 2 * H + j]) + r * hn)
+    _set_gates_device(act, b, j, H, r, z, n, hn)
+    h[b, j] = n + z * (widen(h_prev[b, j]) - n)
+
+
+@device_fn
+def _gru_cell_bwd_device(b, j, gy, gh, act, h_prev, dxg, dhg, dh_prev):
+    H = gy.shape[1]
+    r, z, n, hn = _gates_device(act, b, j, H)
+    g = widen(gy[b, j]) + widen(gh[b, j])
+    gz = g * z
+    dn = S.tanh_grad(g - gz, n)
+    dr = S.sigmoid_grad(dn * hn, r)
+    dz = S.sigmoid_grad(g * (widen(h_prev[b, j]) - n), z)
+    _set_gates3_device(dxg, b, j, H, dr, dz, dn)
+    _set_gates3_device(dhg, b, j, H, dr, dz, dn * r)
+    dh_prev[b, j] = gz
+
+
+@device_fn
+def _rnn_cell_fwd_device(b, j, xg, hg, nonlin, h):
+    p = widen(xg[b, j]) + widen(hg[b, j])
+    h[b, j] = S.relu(p) if nonlin == 1 else math.tanh(p)
+
+
+@device_fn
+def _rnn_cell_bwd_device(b, j, gy, gh, h, nonlin, dpre):
+    g = widen(gy[b, j]) + widen(gh[b, j])
+    y = widen(h[b, j])
+    dpre[b, j] = S.relu_grad(g, y) if nonlin == 1 else S.tanh_grad(g, y)
+
+
+def _step_kernel(name, params, elem, over, sig):
+    """The grid-stride kernel ``name(<params>)`` over the ``(b, j)`` pairs of ``over``."""
+    return cuda_kernel(sig)(grid_kernel(__name__, name, params, elem, over, (0, 1), 2))
+
+
+# one thread per hidden unit (b, j): its gates, state and output
+_lstm_cell_fwd_kernel = _step_kernel("_lstm_cell_fwd_kernel", "xg, hg, c_prev, act, tc, c, h",
+                                     _lstm_cell_fwd_device, "c", _sig(*"mmmmmmm"))
+_lstm_cell_bwd_kernel = _step_kernel("_lstm_cell_bwd_kernel", "gy, gh, gc, act, tc, c_prev, dgates, dc_prev",
+                                     _lstm_cell_bwd_device, "gy", _sig(*"mmmmmmmm"))
+_gru_cell_fwd_kernel = _step_kernel("_gru_cell_fwd_kernel", "xg, hg, b_hh, h_prev, act, h",
+                                    _gru_cell_fwd_device, "h", _sig(*"mmvmmm"))
+_gru_cell_bwd_kernel = _step_kernel("_gru_cell_bwd_kernel", "gy, gh, act, h_prev, dxg, dhg, dh_prev",
+                                    _gru_cell_bwd_device, "gy", _sig(*"mmmmmmm"))
+# Elman: h = tanh/relu(xg + hg), and its backward from the output; one thread per element
+_rnn_cell_fwd_kernel = _step_kernel("_rnn_cell_fwd_kernel", "xg, hg, nonlin, h", _rnn_cell_fwd_device, "h",
+                                    _sig(*"mmim"))
+_rnn_cell_bwd_kernel = _step_kernel("_rnn_cell_bwd_kernel", "gy, gh, h, nonlin, dpre", _rnn_cell_bwd_device, "h",
+                                    _sig(*"mmmim"))
 
 
 # ---- launchers (the CPU kernels' signatures) -------------------------------------------------------

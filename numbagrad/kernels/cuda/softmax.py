@@ -35,48 +35,10 @@ from numba import cuda, types as nbtypes
 
 from ._launch import widen as _wide_device
 from ._launch import ROW_TPB, cuda_kernel, dev, device_fn, launch_rows
+from ._blockreduce import _block_max_device, _block_sum_device
 
 # the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
 ENTRY_POINTS = ("softmax_fwd", "log_softmax_fwd", "softmax_bwd", "log_softmax_bwd")
-
-
-@device_fn
-def _block_max_device(sm, t, v):
-    """Max over the block of each thread's ``v`` (thread index ``t``), via ``sm``.
-
-    Every thread of the block must call it (it synchronises); all get the result.
-    Partials never hold NaN (the callers skip them), so ``b > a`` is a total order here.
-    """
-    sm[t] = v
-    cuda.syncthreads()
-    s = ROW_TPB // 2
-    while s > 0:
-        if t < s:
-            a = sm[t]
-            b = sm[t + s]
-            sm[t] = b if b > a else a
-        cuda.syncthreads()
-        s //= 2
-    r = sm[0]
-    cuda.syncthreads()  # everyone has read sm[0] before sm is reused
-    return r
-
-
-@device_fn
-def _block_sum_device(sm, t, v):
-    """Sum over the block of each thread's ``v`` (thread index ``t``), via ``sm``
-    (a pairwise tree: also more accurate than one running sum)."""
-    sm[t] = v
-    cuda.syncthreads()
-    s = ROW_TPB // 2
-    while s > 0:
-        if t < s:
-            sm[t] += sm[t + s]
-        cuda.syncthreads()
-        s //= 2
-    r = sm[0]
-    cuda.syncthreads()
-    return r
 
 
 def _row_sigs(n_arrays, dtypes):
@@ -107,54 +69,72 @@ def _make_kernels(acc, acc_nb, in_types, suffix):
             s += math.exp(_wide_device(x[r, j]) - m)
         return m, _block_sum_device(sm, t, s)
 
-    def softmax_fwd(x, out):
-        sm = cuda.shared.array(ROW_TPB, acc_nb)
-        t = cuda.threadIdx.x
-        rows, n = x.shape
-        for r in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
-            m, s = max_sumexp(sm, t, x, r, n)
-            inv = one / s
-            for j in range(t, n, ROW_TPB):
-                out[r, j] = math.exp(_wide_device(x[r, j]) - m) * inv
+    def forward(row_const, elem):
+        """A forward kernel: ``c = row_const(s)`` per row, then ``out = elem(x, m, c)``."""
+        def kernel(x, out):
+            sm = cuda.shared.array(ROW_TPB, acc_nb)
+            t = cuda.threadIdx.x
+            rows, n = x.shape
+            for r in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
+                m, s = max_sumexp(sm, t, x, r, n)
+                c = row_const(s)
+                for j in range(t, n, ROW_TPB):
+                    out[r, j] = elem(_wide_device(x[r, j]), m, c)
+        return kernel
 
-    def log_softmax_fwd(x, out):
-        sm = cuda.shared.array(ROW_TPB, acc_nb)
-        t = cuda.threadIdx.x
-        rows, n = x.shape
-        for r in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
-            m, s = max_sumexp(sm, t, x, r, n)
-            lse = math.log(s)
-            for j in range(t, n, ROW_TPB):
-                out[r, j] = (_wide_device(x[r, j]) - m) - lse
+    def backward(term, elem):
+        """A backward kernel: ``d = sum term(g, y)`` per row, then ``out = elem(g, y, d)``."""
+        def kernel(g, y, out):
+            sm = cuda.shared.array(ROW_TPB, acc_nb)
+            t = cuda.threadIdx.x
+            rows, n = g.shape
+            for r in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
+                d = zero
+                for j in range(t, n, ROW_TPB):
+                    d += term(_wide_device(g[r, j]), _wide_device(y[r, j]))
+                d = _block_sum_device(sm, t, d)
+                for j in range(t, n, ROW_TPB):
+                    out[r, j] = elem(_wide_device(g[r, j]), _wide_device(y[r, j]), d)
+        return kernel
 
-    def softmax_bwd(g, y, out):
-        sm = cuda.shared.array(ROW_TPB, acc_nb)
-        t = cuda.threadIdx.x
-        rows, n = g.shape
-        for r in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
-            d = zero
-            for j in range(t, n, ROW_TPB):
-                d += _wide_device(g[r, j]) * _wide_device(y[r, j])
-            d = _block_sum_device(sm, t, d)
-            for j in range(t, n, ROW_TPB):
-                out[r, j] = _wide_device(y[r, j]) * (_wide_device(g[r, j]) - d)
+    @device_fn
+    def reciprocal(s):
+        return one / s
 
-    def log_softmax_bwd(g, y, out):
-        sm = cuda.shared.array(ROW_TPB, acc_nb)
-        t = cuda.threadIdx.x
-        rows, n = g.shape
-        for r in range(cuda.blockIdx.x, rows, cuda.gridDim.x):
-            s = zero
-            for j in range(t, n, ROW_TPB):
-                s += _wide_device(g[r, j])
-            s = _block_sum_device(sm, t, s)
-            for j in range(t, n, ROW_TPB):
-                out[r, j] = _wide_device(g[r, j]) - math.exp(_wide_device(y[r, j])) * s
+    @device_fn
+    def prob(v, m, inv):
+        return math.exp(v - m) * inv
 
+    @device_fn
+    def log_prob(v, m, lse):
+        return (v - m) - lse
+
+    @device_fn
+    def gy(gv, yv):
+        return gv * yv
+
+    @device_fn
+    def g_only(gv, yv):
+        return gv
+
+    @device_fn
+    def softmax_grad(gv, yv, d):
+        return yv * (gv - d)
+
+    @device_fn
+    def log_softmax_grad(gv, yv, s):
+        return gv - math.exp(yv) * s
+
+    kernels = (("softmax_fwd", forward(reciprocal, prob), 2),
+               ("log_softmax_fwd", forward(math.log, log_prob), 2),
+               ("softmax_bwd", backward(gy, softmax_grad), 3),
+               ("log_softmax_bwd", backward(g_only, log_softmax_grad), 3))
     mod = __name__
+    for name, fn, _ in kernels:
+        fn.__name__ = name
     return tuple(
-        cuda_kernel(_row_sigs(n_arrays, in_types), name=f"{mod}._{fn.__name__}_{suffix}_kernel")(fn)
-        for fn, n_arrays in ((softmax_fwd, 2), (log_softmax_fwd, 2), (softmax_bwd, 3), (log_softmax_bwd, 3)))
+        cuda_kernel(_row_sigs(n_arrays, in_types), name=f"{mod}._{name}_{suffix}_kernel")(fn)
+        for name, fn, n_arrays in kernels)
 
 
 (_softmax_fwd_acc32_kernel, _log_softmax_fwd_acc32_kernel,
