@@ -1,5 +1,7 @@
-"""Chunk checksums and reads of checkpoints: HDF5's fletcher32 as numba kernels, and
-chunk reads without the GIL, ``pread`` called from numba.
+"""Chunk checksums, reads and the built file's commit: HDF5's fletcher32 as numba kernels,
+chunk reads without the GIL (``pread`` called from numba), and :func:`_commit`, a whole
+crash-safe file write (open, write, fsync, close, rename, folder fsync) in one call
+without the GIL (see ``_atomic.commit_parts``).
 
 :func:`_read_jobs` reads a table of stored chunks (file offset, where each part lands, the
 fletcher32 trailer) with libc's ``pread`` and checks each chunk's fletcher32 piece by
@@ -16,6 +18,7 @@ got there. Verdicts (``status``): 0 good, 1 the file ends inside the chunk, 2 fl
 mismatch, 3 a read error.
 """
 import ctypes
+import os
 
 import numpy as np
 from numba import carray, types
@@ -26,17 +29,100 @@ from ..kernels._jit import nogil_jit
 _ptr_of = backend_for_device("cpu").ptr_of   # the host backend's address-to-pointer intrinsic
 
 _PREAD_SYM = "numbagrad_pread"
+_LIBC = ("open", "write", "fsync", "close", "rename", "__errno_location")
+"""libc functions the commit kernel calls (:func:`_commit`), bound as ``numbagrad_<name>``
+(leading underscores dropped)."""
 
 
 def _bind():
     import llvmlite.binding as ll
     libc = ctypes.CDLL(None, use_errno=True)
     ll.add_symbol(_PREAD_SYM, ctypes.cast(libc.pread, ctypes.c_void_p).value)
+    ok = True
+    for name in _LIBC:
+        try:
+            ll.add_symbol(f"numbagrad_{name.lstrip('_')}", ctypes.cast(getattr(libc, name), ctypes.c_void_p).value)
+        except AttributeError:  # not glibc/musl: the commit is done in Python (_atomic.py)
+            ok = False
+    return ok
 
 
-_bind()
+HAVE_COMMIT = _bind()
+"""Whether :func:`_commit` can run here (libc has every function of ``_LIBC``)."""
 # ssize_t pread(int fd, void *buf, size_t count, off_t offset)
 _pread = types.ExternalFunction(_PREAD_SYM, types.intp(types.intc, types.voidptr, types.uintp, types.int64))
+# int open(const char *path, int flags, mode_t mode); ssize_t write(int fd, const void *buf, size_t n);
+# int fsync(int fd); int close(int fd); int rename(const char *old, const char *new); int *__errno_location(void)
+_BYTES = types.CPointer(types.uint8)
+_open = types.ExternalFunction("numbagrad_open", types.intc(_BYTES, types.intc, types.uint32))
+_write = types.ExternalFunction("numbagrad_write", types.intp(types.intc, _BYTES, types.uintp))
+_fsync = types.ExternalFunction("numbagrad_fsync", types.intc(types.intc))
+_close = types.ExternalFunction("numbagrad_close", types.intc(types.intc))
+_rename = types.ExternalFunction("numbagrad_rename", types.intc(_BYTES, _BYTES))
+_errno_location = types.ExternalFunction("numbagrad_errno_location", types.CPointer(types.intc)())
+
+# steps of _commit, as its status reports them
+COMMIT_STEPS = {1: "create", 2: "write", 3: "fsync", 4: "close", 5: "rename"}
+
+
+def commit_flags():
+    """``_commit``'s ``flags``: the temporary file's and the folder's ``open`` flags, and
+    ``EINTR``, from this platform's ``os``/``errno``."""
+    import errno
+    cloexec = getattr(os, "O_CLOEXEC", 0)
+    return np.array([os.O_WRONLY | os.O_CREAT | os.O_TRUNC | cloexec, os.O_RDONLY | cloexec, errno.EINTR],
+                    np.int64)
+
+
+@nogil_jit
+def _commit(names, table, flags, status):
+    """Write a whole file crash-safely in one call without the GIL: create the temporary
+    file (``names[0]``: the address of its NUL-terminated path), write the buffers of
+    ``table`` (rows ``(address, length)``) in order, fsync, close, rename it to
+    ``names[1]``, then fsync the folder ``names[2]``. ``status`` gets ``(step, errno)``:
+    ``(0, 0)`` when done, else the step that failed (:data:`COMMIT_STEPS`) and its errno
+    (``flags``: :func:`commit_flags`);
+    a failed folder fsync is ignored (as ``_atomic._fsync_dir``). The caller keeps every
+    buffer alive and removes the temporary file after a failure."""
+    status[0] = 0
+    status[1] = 0
+    u8 = np.empty(0, np.uint8)
+    fd = _open(_ptr_of(names[0], u8), flags[0], 0o644)
+    if fd < 0:
+        status[0] = 1
+        status[1] = _errno_location()[0]
+        return
+    step = 0
+    for r in range(table.shape[0]):
+        addr = table[r, 0]
+        left = table[r, 1]
+        while left > 0 and step == 0:
+            n = _write(fd, _ptr_of(addr, u8), left)
+            if n < 0:
+                if _errno_location()[0] != flags[2]:   # EINTR: again
+                    step = 2
+            else:
+                addr += n
+                left -= n
+    if step == 0 and _fsync(fd) != 0:
+        step = 3
+    if step != 0:
+        status[1] = _errno_location()[0]
+        _close(fd)
+        status[0] = step
+        return
+    if _close(fd) != 0:
+        status[0] = 4
+        status[1] = _errno_location()[0]
+        return
+    if _rename(_ptr_of(names[0], u8), _ptr_of(names[1], u8)) != 0:
+        status[0] = 5
+        status[1] = _errno_location()[0]
+        return
+    dfd = _open(_ptr_of(names[2], u8), flags[1], 0)
+    if dfd >= 0:
+        _fsync(dfd)
+        _close(dfd)
 
 # job table columns
 _J_OFFSET, _J_HEAD, _J_HEAD_LEN, _J_TAIL, _J_TAIL_LEN, _J_TRAILER, _J_SPILL, _J_SPILL_LEN = range(8)

@@ -76,7 +76,7 @@ import numpy as np
 
 from .. import __version__, _dtype
 from ..tensor import Tensor
-from ._atomic import atomic_path
+from ._atomic import atomic_path, commit_parts
 from .errors import CheckpointError
 
 FORMAT = "numbagrad.checkpoint"
@@ -555,13 +555,12 @@ def save(obj, f, pickle_module=None, pickle_protocol=None, *, compression=None, 
         raise TypeError(f"numbagrad.save: f must be a path or a binary file object, got {type(f).__name__}")
     built = _built(obj, checksum) if compression is None else None
     if isinstance(f, (str, bytes, os.PathLike)):
+        if built is not None:
+            commit_parts(os.fsdecode(f), built.parts)
+            return
         with atomic_path(os.fsdecode(f)) as tmp:
-            if built is not None:
-                with open(tmp, "wb") as fh:
-                    built.write_to(fh)
-            else:
-                with _h5().File(tmp, "w", libver="latest", track_order=True) as h:
-                    _write_h5py(h, obj, compression, checksum)
+            with _h5().File(tmp, "w", libver="latest", track_order=True) as h:
+                _write_h5py(h, obj, compression, checksum)
         return
     if built is not None:
         f.seek(0)

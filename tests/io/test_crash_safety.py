@@ -10,9 +10,11 @@
 * The temporary file of a killed writer is removed by the next successful save of the
   same target, and not while its writer is alive; other targets' temporary files stay.
 * An exception during save (a value the format refuses, raised before writing; an error
-  or KeyboardInterrupt injected mid-write: while the built file is written, or in h5py's
-  ``_Writer.dataset``) leaves the old file intact and no temporary file behind.
+  or KeyboardInterrupt injected mid-write in h5py's ``_Writer.dataset``; a failed write in
+  the built file's commit) leaves the old file intact and no temporary file behind.
 """
+import ctypes
+import errno
 import os
 import signal
 import subprocess
@@ -23,7 +25,7 @@ import numpy as np
 import pytest
 
 import numbagrad as ng
-from numbagrad.io import _format, _h5write
+from numbagrad.io import _chunks, _format
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 N_TENSORS, N_FLOATS = 6, 2_000_000          # 6 x 8 MB float32 = 48 MB
@@ -262,44 +264,50 @@ def test_refused_value_deep_inside_leaves_old_file_and_no_temp(tmp_path, old_che
     _assert_old_intact(tmp_path, old_checkpoint)
 
 
-@pytest.mark.parametrize("writer", ["built", "h5py"])
 @pytest.mark.parametrize("exc", [RuntimeError("disk on fire"), KeyboardInterrupt()])
-def test_exception_mid_write_leaves_old_file_and_no_temp(tmp_path, old_checkpoint, monkeypatch, exc, writer):
-    """An exception once two datasets are in the temporary file: while the built file's
-    parts are written (``FastWriter.write_to``), or in h5py's writer (``_Writer.dataset``)."""
+def test_exception_mid_write_leaves_old_file_and_no_temp(tmp_path, old_checkpoint, monkeypatch, exc):
+    """An exception in h5py's writer (``_Writer.dataset``) once two datasets are in the
+    temporary file (every file through h5py here)."""
     calls = []
-    if writer == "h5py":
-        real = _format._Writer.dataset
-        monkeypatch.setattr(_format, "_built", lambda obj, checksum: None)   # every file through h5py
+    real = _format._Writer.dataset
+    monkeypatch.setattr(_format, "_built", lambda obj, checksum: None)
 
-        def failing(self, g, name, arr, chunk_bytes):
-            calls.append(name)
-            if len(calls) == 3:
-                raise exc
-            return real(self, g, name, arr, chunk_bytes)
+    def failing(self, g, name, arr, chunk_bytes):
+        calls.append(name)
+        if len(calls) == 3:
+            raise exc
+        return real(self, g, name, arr, chunk_bytes)
 
-        monkeypatch.setattr(_format._Writer, "dataset", failing)
-    else:
-        def failing(self, fh):
-            datasets = 0
-            for p in self.parts:
-                if isinstance(p, np.ndarray):
-                    datasets += 1
-                    if datasets == 3:
-                        calls.append(fh.tell())
-                        raise exc
-                fh.write(p)
-
-        monkeypatch.setattr(_h5write.FastWriter, "write_to", failing)
+    monkeypatch.setattr(_format._Writer, "dataset", failing)
     with pytest.raises(type(exc)):
         ng.save(_big_state(), tmp_path / "c.ckpt")
-    assert len(calls) == (3 if writer == "h5py" else 1)
+    assert len(calls) == 3
     _assert_old_intact(tmp_path, old_checkpoint)
     # and a failed first save of a new target leaves nothing at all
     calls.clear()
     with pytest.raises(type(exc)):
         ng.save(_big_state(), tmp_path / "new.ckpt")
     assert os.listdir(tmp_path) == ["c.ckpt"]
+    monkeypatch.undo()
+    ng.save(_big_state(), tmp_path / "c.ckpt")  # the writer still works afterwards
+    assert list(ng.load(tmp_path / "c.ckpt")["model"]) == [f"l{i}.weight" for i in range(4)]
+
+
+@pytest.mark.skipif(not _chunks.HAVE_COMMIT, reason="no libc commit kernel here")
+def test_a_failed_commit_leaves_old_file_and_no_temp(tmp_path, old_checkpoint, monkeypatch):
+    """The built file's commit (one call without the GIL, ``_chunks._commit``) failing
+    after part of the temporary file is written: an OSError naming the step and the
+    errno, the old file intact, no temporary file."""
+    def failing(names, table, flags, status):
+        with open(ctypes.string_at(int(names[0])).decode(), "wb") as fh:
+            fh.write(b"half a checkpoint")
+        status[0], status[1] = 2, errno.EIO
+
+    monkeypatch.setattr(_chunks, "_commit", failing)
+    with pytest.raises(OSError, match="write of the temporary file failed") as e:
+        ng.save(_big_state(), tmp_path / "c.ckpt")
+    assert e.value.errno == errno.EIO
+    _assert_old_intact(tmp_path, old_checkpoint)
     monkeypatch.undo()
     ng.save(_big_state(), tmp_path / "c.ckpt")  # the writer still works afterwards
     assert list(ng.load(tmp_path / "c.ckpt")["model"]) == [f"l{i}.weight" for i in range(4)]

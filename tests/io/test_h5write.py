@@ -152,7 +152,7 @@ def test_the_built_file_equals_h5pys(tmp_path, monkeypatch, checksum):
     same(ng.load(tmp_path / "built.ckpt"), obj)
 
 
-def test_a_file_object_gets_the_built_file():
+def test_a_file_object_gets_the_built_file(tmp_path):
     obj = fast_everything()
     buf = io.BytesIO(b"old content that is longer than nothing" * 10000)
     ng.save(obj, buf)
@@ -160,6 +160,10 @@ def test_a_file_object_gets_the_built_file():
     assert data[:8] == b"\x89HDF\r\n\x1a\n" and len(data) == struct.unpack("<Q", data[28:36])[0]  # end of file
     buf.seek(0)
     same(ng.load(buf), obj)
+    with open(tmp_path / "f.ckpt", "wb") as fh:   # a real file: written with os.writev
+        ng.save(obj, fh)
+    assert (tmp_path / "f.ckpt").read_bytes() == data
+    same(ng.load(tmp_path / "f.ckpt"), obj)
 
 
 @pytest.mark.parametrize("case", ["complex", "npcomplex", "empty_bytes", "long_text", "compression", "many_chunks"])
