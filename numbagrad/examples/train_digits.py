@@ -18,7 +18,7 @@ training loss has gone N epochs in a row without a new low, by more than 1e-4; d
 ``--quiet`` (no progress bar or per-epoch lines, only the final accuracy),
 ``--checkpoint PATH`` (save the whole run state there after every epoch, crash-safely:
 an epoch's line is printed once its checkpoint is on disk), ``--async-checkpoint`` (write
-those checkpoints from a background thread instead, :class:`numbagrad.io.AsyncSaver`,
+those checkpoints without waiting for the disk instead, :class:`numbagrad.io.AsyncSaver`,
 so the training loop does not wait for them; a kill can then lose the newest epochs'
 checkpoints, never the file; every save is written before ``main`` returns) and
 ``--resume`` (continue from that checkpoint if it exists: a run killed and resumed ends
@@ -92,7 +92,7 @@ def parse_args(argv=None):
     p.add_argument("--quiet", action="store_true", help="print only the final test accuracy")
     p.add_argument("--checkpoint", metavar="PATH", help="save the run's state to PATH after every epoch")
     p.add_argument("--async-checkpoint", action="store_true",
-                   help="write the --checkpoint saves from a background thread (the loop does not wait)")
+                   help="save with numbagrad.io.AsyncSaver (a commit process makes each file durable; the loop does not wait)")
     p.add_argument("--resume", action="store_true", help="continue from --checkpoint if the file exists")
     args = p.parse_args(argv)
     for k, v in MODEL_DEFAULTS[args.model].items():
@@ -155,7 +155,7 @@ def main(argv=None):
     """Run the training job; returns ``{"test_accuracy", "train_losses", "seconds"}``."""
     args = parse_args(argv)
 
-    # --async-checkpoint: a background saver thread (numbagrad.io.AsyncSaver), started
+    # --async-checkpoint: numbagrad.io.AsyncSaver (its commit process), started
     # first so that its start-up overlaps the data and model set-up
     saver = ng.io.AsyncSaver() if args.async_checkpoint else None
     try:

@@ -46,8 +46,8 @@ Layout (format ``numbagrad.checkpoint``, version 1; readable with plain h5py)
 Writing: the walk over the object (:class:`_Walk`: kinds, ``ng_items``, ``ng_crc32``) is
 one; the file calls are :class:`._h5write.FastWriter`'s, which builds the file's bytes
 itself (~0.6 ms for the digits job's run state, where h5py's ~60 us an object took 10 ms;
-~0.1 ms when a file of the same structure was built before, from its plan: see
-:func:`signature` and ``_h5write._Plan``), or, for what it does not write (compression, a dataset of more than one chunk, a complex
+~0.1 ms when a state of the same structure was saved before: the subtrees kept from it,
+see :func:`signature` and ``_h5write._Template``), or, for what it does not write (compression, a dataset of more than one chunk, a complex
 value, an empty byte string, an attribute of 64 KB or more), h5py's (:class:`_Writer`).
 The two files are the same tree to any HDF5 reader (tests/io/test_h5write.py); the built
 one keeps every attribute in its checksummed object header. h5py's writer goes around
@@ -96,9 +96,14 @@ def _fmt_path(path):
 
 
 # ---- saving ----------------------------------------------------------------------------------
+_PARAMETER = []
+
+
 def _is_parameter(t):
-    from ..nn.parameter import Parameter
-    return isinstance(t, Parameter)
+    if not _PARAMETER:
+        from ..nn.parameter import Parameter
+        _PARAMETER.append(Parameter)
+    return isinstance(t, _PARAMETER[0])
 
 
 class _Frozen:
@@ -298,7 +303,7 @@ def _group_crc(ng_type, items_text, digests):
     return crc
 
 
-from . import _chunks  # noqa: E402
+from . import _chunks, _h5write  # noqa: E402
 from ._chunks import _BLOCK, _fletcher32_2, _fletcher32_blocks, _fletcher32_cpu, _fletcher32_end  # noqa: E402,F401
 
 
@@ -331,24 +336,72 @@ class _Walk:
     ``put_str(obj, name, s)``, ``put_value(obj, name, v)`` and ``close(parent, name, obj)``
     (after the object's own attributes)."""
 
-    def __init__(self, out):
+    def __init__(self, out, sig=None):
         self.out = out
         self.leaves = 0   # items that are not containers, so far
+        self.sig = sig    # signature(obj) to reuse kept subtrees by (FastWriter), else None
+        self.at = 0       # containers entered, so far (the index into the signature's spans)
 
     def write(self, obj):
+        """Write ``obj``; the root group's address (None for h5py)."""
         out = self.out
+        if type(obj) in (dict, collections.OrderedDict, list, tuple):
+            addr, key = self.kept(True)
+            if addr is not None:
+                return addr
+            mark = self.sig and _h5write._mark(out)
         root = out.root()
         out.put_str(root, "format", FORMAT)
         out.put_value(root, "format_version", np.int64(FORMAT_VERSION))
         out.put_str(root, "numbagrad_version", __version__)
         if type(obj) in (dict, collections.OrderedDict, list, tuple):
             self.container(root, obj, root=True)
+            addr = out.close_root(root)
+            self.keep(key, mark, addr)
+            return addr
         else:
             out.put_str(root, "ng_type", "single")
-            kind, meta = self.item(root, "0", obj)
+            kind, meta, patch = self.item(root, "0", obj)
             self.finish(root, "single", [[0, kind, "0"] if meta is None else [0, kind, "0", meta]],
-                        [_digest(kind, obj)], [0 if kind in PATCHABLE else None])
-        return root
+                        [_digest(kind, obj)], [0 if patch else None])
+        return out.close_root(root)
+
+    def kept(self, root):
+        """For the container entered next: ``(the address of its kept subtree put into the
+        file, None)``, or ``(None, its template key)`` where none is kept (or no reuse)."""
+        if not self.sig:
+            return None, None
+        sig, leaves, spans = self.sig
+        s0, s1, l0, l1, n = spans[self.at]
+        key = (self.out.checksum, root, sig[s0:s1])
+        with _TEMPLATES_LOCK:
+            tpl = _TEMPLATES.get(key)
+            if tpl is not None:
+                _TEMPLATES.move_to_end(key)
+        if tpl is None:
+            self.at += 1
+            return None, key
+        self.at += n
+        self.leaves = l1
+        return _h5write._reuse(self.out, tpl, leaves[l0:l1]), None
+
+    def keep(self, key, mark, addr):
+        """Keep the subtree just written (from ``mark``, header at ``addr``) as a template
+        if a subtree of its signature was written before (a history that grows each save
+        never is: its templates would cost more than they save)."""
+        if key is None:
+            return
+        with _TEMPLATES_LOCK:
+            if key not in _SEEN:
+                _SEEN[key] = None
+                while len(_SEEN) > 4 * _TEMPLATES_KEPT:
+                    _SEEN.popitem(last=False)
+                return
+        tpl = _h5write._Template(self.out, mark, addr)
+        with _TEMPLATES_LOCK:
+            _TEMPLATES[key] = tpl
+            while len(_TEMPLATES) > _TEMPLATES_KEPT:
+                _TEMPLATES.popitem(last=False)
 
     def container(self, g, obj, root=False):
         if isinstance(obj, dict):
@@ -362,10 +415,10 @@ class _Walk:
         self.out.put_str(g, "ng_type", t)
         items, digests, ids = [], [], []
         for (k, v), name in zip(pairs, names):
-            kind, meta = self.item(g, name, v)
+            kind, meta, patch = self.item(g, name, v)
             items.append([k, kind, name] if meta is None else [k, kind, name, meta])
             digests.append(_digest(kind, v))
-            ids.append(self.leaves - 1 if kind in PATCHABLE else None)
+            ids.append(self.leaves - 1 if patch else None)
         self.finish(g, t, items, digests, ids)
 
     def finish(self, g, t, items, digests, ids):
@@ -377,14 +430,20 @@ class _Walk:
         self.out.crc(g, t, text, digests, ids)
 
     def item(self, g, name, v):
-        """Write ``v`` as the item ``name`` of the group ``g``; ``(kind, meta)``, ``meta``
-        the dict of an array item's 4th ``ng_items`` element, else None."""
+        """Write ``v`` as the item ``name`` of the group ``g``; ``(kind, meta, patch)``:
+        ``meta`` the dict of an array item's 4th ``ng_items`` element, else None, and
+        ``patch`` whether it is a patchable scalar (:func:`_patchable`)."""
         out = self.out
         if isinstance(v, (dict, list, tuple)):
+            addr, key = self.kept(False)
+            if addr is not None:
+                out.link(g, name, addr)
+                return "group", None, False
+            mark = self.sig and _h5write._mark(out)
             sub = out.group(g, name)
             self.container(sub, v)
-            out.close(g, name, sub)
-            return "group", None
+            self.keep(key, mark, out.close(g, name, sub))
+            return "group", None, False
         self.leaves += 1
         arr = _array_item(v)
         if arr is None:
@@ -393,14 +452,15 @@ class _Walk:
                 out.put_str(g, name, value)
             elif how == "value":
                 out.put_value(g, name, value)
-            out.leaf(kind)
-            return kind, None
+            patch = _patchable(kind, how)
+            out.leaf(kind, patch)
+            return kind, None, patch
         kind, arr, meta = arr
         ds = out.dataset(g, name, arr, CHUNK_BYTES)
-        out.leaf(kind)
+        out.leaf(kind, False)
         out.put_str(ds, "ng_type", kind)  # for plain h5py readers; load reads ng_items
         out.close(g, name, ds)
-        return kind, meta
+        return kind, meta, False
 
 
 def _array_item(v):
@@ -408,9 +468,13 @@ def _array_item(v):
     as it is stored (host memory, C-contiguous, bfloat16 as its ``uint16`` bits, 0-d as
     ``(1,)``) and ``meta`` its ``ng_items`` dict; None for any other value."""
     if isinstance(v, Tensor):
-        kind = "parameter" if _is_parameter(v) else "tensor"
-        arr = np.asarray(v.detach().cpu().array if v.device.type != "cpu" else v.array)
-        meta = {"device": str(v.device), "requires_grad": bool(v.requires_grad)}
+        kind = "tensor" if type(v) is Tensor else "parameter" if _is_parameter(v) else "tensor"
+        arr = v.array
+        if type(arr) is np.ndarray:  # host memory
+            meta = {"device": "cpu", "requires_grad": bool(v.requires_grad)}
+        else:
+            arr = np.asarray(v.detach().cpu().array)
+            meta = {"device": str(v.device), "requires_grad": bool(v.requires_grad)}
     elif type(v) is _Frozen:
         kind, arr = v.kind, v.array
         meta = {"device": v.device, "requires_grad": v.requires_grad}
@@ -445,52 +509,86 @@ def _scalar_item(v):
     return "bytes", "value", np.frombuffer(bytes(v), np.uint8) if len(v) else np.zeros(0, np.uint8)
 
 
-PATCHABLE = ("int", "float", "bool", "npscalar")
-"""Scalar kinds stored as a fixed-size value attribute: a later save of the same structure
-rewrites their bytes in place (:func:`signature`, ``_h5write._Plan``)."""
+_FIXED = ("int", "float", "bool", "npscalar")
+
+
+def _patchable(kind, how):
+    """Whether a scalar item's stored bytes can be rewritten in place for another value of
+    the same signature token: a fixed-size value (int, float, bool, NumPy scalar), or a
+    string attribute (str, big int) of the same length."""
+    return kind in _FIXED or how == "str"
 
 
 def signature(obj):
-    """``(sig, leaves)``: what fixes the bytes of ``obj``'s file except its arrays' values
-    and the values of its int, float, bool and NumPy scalar items (container types, keys
-    and lengths, each array's kind, dtype, shape and meta, each scalar's kind, and the
-    value of every other scalar), and those leaves in the order :class:`_Walk` writes
-    them (arrays as stored, see :func:`_array_item`). Two objects with the same ``sig``
-    give files of the same layout: ``_h5write._Plan`` rebuilds the second from the
-    first's by rewriting the leaves' bytes."""
-    sig, leaves = [], []
-    _sig_item(obj, sig, leaves)
-    return tuple(sig), leaves
+    """``(sig, leaves, spans)``: what fixes the layout of ``obj``'s file, and its leaves.
+
+    ``sig`` is a tuple of tokens in walk order: container types with their keys or
+    lengths, each array's kind, dtype, shape and meta, each scalar's kind with its
+    stored size where it is patchable (:func:`_patchable`), else its value. ``leaves``:
+    the items that are not containers, in the order :class:`_Walk` writes them (arrays
+    as stored, see :func:`_array_item`). ``spans``: per container, in the walk's order
+    (the root first), ``(first token, end token, first leaf, end leaf, containers in
+    its subtree)``. Two subtrees with the same tokens give the same run of bytes but for
+    their leaves' values and their position: ``_h5write._Template``."""
+    sig, leaves, spans = [], [], []
+    try:
+        _sig_item(obj, sig, leaves, spans)
+    except (_Refused, RecursionError):
+        _check(obj, (), set())  # raises the TypeError with the key path
+        raise TypeError("numbagrad.save: the object cannot be stored") from None
+    return tuple(sig), leaves, spans
 
 
-def _sig_item(v, sig, leaves):
+class _Refused(Exception):
+    """:func:`signature` met what :func:`save` refuses (``_check`` then says where)."""
+
+
+_LEAF_TYPES = (int, float, complex, str, bytes, bytearray, type(None))
+
+
+def _sig_item(v, sig, leaves, spans):
     t = type(v)
     if t is float or t is bool or (t is int and _INT64[0] <= v <= _INT64[1]):  # the common leaves, first
         sig.append(t.__name__)
         leaves.append(v)
         return
-    if t is dict or t is collections.OrderedDict:
-        sig.append(("o" if t is collections.OrderedDict else "d", tuple(v)))
-        for x in v.values():
-            _sig_item(x, sig, leaves)
+    if t is dict or t is collections.OrderedDict or t is list or t is tuple:
+        at, s0, l0 = len(spans), len(sig), len(leaves)
+        spans.append(None)
+        if t is dict or t is collections.OrderedDict:
+            keys = tuple(v)
+            for k in keys:
+                if type(k) is not str and (type(k) is not int or not _INT64[0] <= k <= _INT64[1]):
+                    raise _Refused
+            sig.append(("o" if t is collections.OrderedDict else "d", keys))
+            for x in v.values():
+                _sig_item(x, sig, leaves, spans)
+        else:
+            sig.append(("l" if t is list else "t", len(v)))
+            for x in v:
+                _sig_item(x, sig, leaves, spans)
+        spans[at] = (s0, len(sig), l0, len(leaves), len(spans) - at)
         return
-    if t is list or t is tuple:
-        sig.append(("l" if t is list else "t", len(v)))
-        for x in v:
-            _sig_item(x, sig, leaves)
-        return
-    if isinstance(v, (dict, list, tuple)):   # what _Walk writes as a container (save refuses these subclasses)
-        sig.append(("x", t))
-        return
+    if isinstance(v, (dict, list, tuple)):
+        raise _Refused
     arr = _array_item(v)
     if arr is not None:
         kind, a, meta = arr
+        if (a.dtype.kind not in _ARRAY_KINDS or a.dtype.fields is not None) and meta.get("dtype") != "bfloat16":
+            raise _Refused
         sig.append((kind, a.dtype.str, a.shape, tuple(meta.items())))
         leaves.append(a)
         return
+    if t not in _LEAF_TYPES and not (isinstance(v, np.generic) and v.dtype.kind in _ARRAY_KINDS):
+        try:
+            _check(v, (), set())
+        except TypeError:
+            raise _Refused from None
     kind, how, value = _scalar_item(v)
-    if kind in PATCHABLE:
+    if kind in _FIXED:
         sig.append((kind, value.dtype.str) if kind == "npscalar" else kind)
+    elif how == "str":
+        sig.append((kind, len(value.encode("utf-8")) or 1))
     else:
         sig.append((kind, value.tobytes() if isinstance(value, np.ndarray) else value))
     leaves.append(v)
@@ -524,8 +622,12 @@ class _Writer:
         pass
 
     @staticmethod
-    def leaf(kind):
+    def leaf(kind, patch):
         pass
+
+    @staticmethod
+    def close_root(root):
+        return None
 
     @staticmethod
     def crc(g, t, text, digests, ids):
@@ -604,35 +706,26 @@ def _write_h5py(h5file, obj, compression, checksum):
     _Walk(_Writer(h5file, compression, checksum)).write(obj)
 
 
-_PLANS = collections.OrderedDict()
-"""``(checksum, signature)`` -> ``_h5write._Plan`` of the files built most recently (at most
-``_PLANS_KEPT``): a save of the same structure again (a training loop's checkpoint every
-epoch) rewrites only the leaves' bytes in a copy of the file's headers."""
-_PLANS_KEPT = 4
-_PLANS_LOCK = threading.Lock()
+_TEMPLATES = collections.OrderedDict()
+"""``(checksum, root?, a container's signature tokens)`` -> ``_h5write._Template`` of the
+subtrees built most recently (at most ``_TEMPLATES_KEPT``): a save of a state whose parts
+were saved before (a training loop's checkpoint every epoch) puts those parts' bytes in
+with the values rewritten, and walks only what is new (a history grown by one entry)."""
+_TEMPLATES_KEPT = 1024
+_SEEN = collections.OrderedDict()
+"""The keys of subtrees written once (a template is kept at the second)."""
+_TEMPLATES_LOCK = threading.Lock()
 
 
 def _built(obj, checksum):
-    """The file's bytes built by :class:`._h5write.FastWriter` (or from the plan of a file of
-    the same structure built before: ``_h5write._Plan``, byte for byte the same file), or
-    None where it cannot write ``obj`` (see ``_h5write.Unsupported``)."""
-    from . import _h5write
-    sig, leaves = signature(obj)
-    key = (checksum, sig)
-    with _PLANS_LOCK:
-        plan = _PLANS.get(key)
-    if plan is not None:
-        return plan.rebuild(leaves)
+    """The file's bytes built by :class:`._h5write.FastWriter` (reusing the kept subtrees,
+    see ``_TEMPLATES``: byte for byte the same file), or None where it cannot write
+    ``obj`` (see ``_h5write.Unsupported``)."""
     out = _h5write.FastWriter(checksum)
     try:
-        out.finish(_Walk(out).write(obj))
+        out.finish(_Walk(out, signature(obj)).write(obj))
     except _h5write.Unsupported:
         return None
-    plan = _h5write._Plan(out, leaves)
-    with _PLANS_LOCK:
-        _PLANS[key] = plan
-        while len(_PLANS) > _PLANS_KEPT:
-            _PLANS.popitem(last=False)
     return out
 
 
@@ -652,10 +745,14 @@ def save(obj, f, pickle_module=None, pickle_protocol=None, *, compression=None, 
         raise ValueError(f"numbagrad.save: compression must be one of {_COMPRESSIONS}, got {compression!r}")
     if pickle_module is not None:
         raise TypeError("numbagrad.save: pickle_module is not used: checkpoints are HDF5 and never pickled")
-    _check(obj, (), set())
     if not (isinstance(f, (str, bytes, os.PathLike)) or (hasattr(f, "write") and hasattr(f, "seek"))):
+        _check(obj, (), set())  # what the object holds is checked first
         raise TypeError(f"numbagrad.save: f must be a path or a binary file object, got {type(f).__name__}")
-    built = _built(obj, checksum) if compression is None else None
+    if compression is None:
+        built = _built(obj, checksum)  # checks the object as _check does (signature)
+    else:
+        _check(obj, (), set())
+        built = None
     if isinstance(f, (str, bytes, os.PathLike)):
         if built is not None:
             commit_parts(os.fsdecode(f), built.parts)

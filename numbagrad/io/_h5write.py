@@ -199,32 +199,51 @@ _FILL_EMPTY = _message(_FILL, b"\x03\x0a", _CONSTANT)       # allocation late
 _FLETCHER32 = _message(_FILTERS, struct.pack("<BBHHH", 2, 1, 3, 0, 0), _CONSTANT)  # version 2: one filter, id 3
 
 
+_STR_PREFIX = {}
+_VALUE_PREFIX = {}
+"""An attribute message's bytes before its value, by (name, byte length) for strings and
+(name, dtype, shape) for values: the rest of the message does not depend on the value."""
+
+
+def _prefix(table, key, msg, n):
+    pre = msg[:len(msg) - n]
+    if len(table) < 8192:
+        table[key] = pre
+    return pre
+
+
 class _Header:
-    """An object header being built: its messages' bytes, in order; once written, the index
-    of its part in the file and where each message starts in that part."""
-    __slots__ = ("msgs", "part", "starts")
+    """An object header being built: its messages' bytes, in order, and the fields a
+    template rewrites (``(message index, offset in the message, what)``: ``("addr",)`` an
+    8-byte file address, ``("value", leaf)`` a patchable scalar's bytes, ``("crc", i)``
+    the container's ``ng_crc32``)."""
+    __slots__ = ("msgs", "fields")
 
     def __init__(self, first=b""):
         self.msgs = [first] if first else []
-        self.part = None
-        self.starts = None
+        self.fields = []
 
 
 class FastWriter:
     """Builds a checkpoint file's bytes (``parts``, in order, from offset 0) through the
     hooks ``_format._Walk`` calls. Nothing is written until :meth:`write_to`, so an
-    :class:`Unsupported` on the way costs only the walk."""
+    :class:`Unsupported` on the way costs only the walk.
+
+    It also records where each address, leaf and checksum sits, so that a container's
+    run of parts can be kept as a :class:`_Template` and put into a later file of an
+    equal subtree (:meth:`reuse`) instead of being walked again."""
 
     def __init__(self, checksum):
         self.checksum = checksum
         self.parts = [None]     # the superblock, last
         self.pos = _SUPERBLOCK
-        # what a _Plan needs to rebuild the file for new leaf values
+        self.addrs = {}         # header part -> offsets of its 8-byte addresses
         self.slots = []         # per leaf (walk order): ("array", data part, checksum part or -1),
-        #                         ("value", kind, header, message index, data bytes) or None
-        self.crcs = []          # per container: (header, message index, t, text, digests, ids)
-        self._value = None      # (header, message index, data bytes) of the last put_value
-        self._data = None       # (data part, checksum part) of the last non-empty dataset
+        #                         ("value", kind, part, offset, bytes) or None
+        self.crcs = []          # per container: [part, offset, CRC of its type and text, items, base]
+        #                         items: (leaf - base, kind) of a patchable item, else (None, its digest)
+        self._last = None       # (header, message index, bytes) of the last attribute value written
+        self._data = None       # the leaf slot of the last dataset
 
     @classmethod
     def from_parts(cls, checksum, parts):
@@ -246,33 +265,60 @@ class FastWriter:
         return _Header(_GROUP_MESSAGES)
 
     def close(self, parent, name, obj):
-        parent.msgs.append(_link(name, self._end(obj)))
+        addr = self._end(obj)
+        self.link(parent, name, addr)
+        return addr
+
+    def close_root(self, root):
+        return self._end(root)
+
+    def link(self, parent, name, addr):
+        msg = _link(name, addr)
+        parent.fields.append((len(parent.msgs), len(msg) - 8, ("addr",)))
+        parent.msgs.append(msg)
 
     def put_str(self, obj, name, s):
-        b = s.encode("utf-8")
-        obj.msgs.append(_attribute(name, _str_type(max(1, len(b))), _dataspace(()), b or b"\x00"))
+        b = s.encode("utf-8") or b"\x00"
+        key = (name, len(b))
+        pre = _STR_PREFIX.get(key)
+        if pre is None:
+            pre = _prefix(_STR_PREFIX, key, _attribute(name, _str_type(len(b)), _dataspace(()), bytes(len(b))), len(b))
+        obj.msgs.append(pre + b)
+        self._last = (obj, len(obj.msgs) - 1, len(b))
 
     def put_value(self, obj, name, v):
         a = np.asarray(v)
-        if a.size == 0:
-            raise Unsupported("an empty attribute")
-        obj.msgs.append(_attribute(name, _datatype(a.dtype), _dataspace(a.shape), a.tobytes()))
-        self._value = (obj, len(obj.msgs) - 1, a.nbytes)
+        key = (name, a.dtype, a.shape)
+        pre = _VALUE_PREFIX.get(key)
+        if pre is None:
+            if a.size == 0:
+                raise Unsupported("an empty attribute")
+            pre = _prefix(_VALUE_PREFIX, key, _attribute(name, _datatype(a.dtype), _dataspace(a.shape),
+                                                         bytes(a.nbytes)), a.nbytes)
+        obj.msgs.append(pre + a.tobytes())
+        self._last = (obj, len(obj.msgs) - 1, a.nbytes)
 
-    def leaf(self, kind):
-        """The walk wrote a leaf item of ``kind``: where its bytes are, for a _Plan."""
-        from ._format import PATCHABLE
+    def leaf(self, kind, patchable):
+        """The walk wrote a leaf item of ``kind`` (its attribute, the last one written, is
+        ``patchable``: see ``_format.signature``)."""
         if kind in ("tensor", "parameter", "ndarray"):
-            self.slots.append(("array",) + self._data if self._data is not None else None)
+            self.slots.append(self._data)
             self._data = None
-        elif kind in PATCHABLE:
-            self.slots.append(("value", kind) + self._value)
+        elif patchable:
+            head, mi, n = self._last
+            head.fields.append((mi, len(head.msgs[mi]) - n, ("value", len(self.slots))))
+            self.slots.append(("value", kind, None, None, n))
         else:
             self.slots.append(None)
 
     def crc(self, g, t, text, digests, ids):
-        """The walk wrote the container ``g``'s ``ng_crc32`` (the last ``put_value``)."""
-        self.crcs.append(self._value[:2] + (t, text, digests, ids))
+        """The walk wrote the container ``g``'s ``ng_crc32`` (the last attribute);
+        ``ids``: the leaf of each patchable item, else None."""
+        import zlib
+        head, mi, n = self._last
+        head.fields.append((mi, len(head.msgs[mi]) - 8, ("crc", len(self.crcs))))
+        items = [(None, d) if j is None else (j, self.slots[j][1]) for d, j in zip(digests, ids)]
+        self.crcs.append([None, None, zlib.crc32(f"{t}\n{text}".encode("utf-8")), items, 0])
 
     def dataset(self, parent, name, a, chunk_bytes):
         """The dataset of the C-contiguous array ``a`` (a 0-d array already as ``(1,)``)."""
@@ -284,7 +330,7 @@ class FastWriter:
         if a.nbytes > chunk_bytes:
             raise Unsupported("a dataset of more than one chunk")
         data = a.reshape(-1).view(np.uint8)
-        self._data = (len(self.parts), len(self.parts) + 1 if self.checksum else -1)
+        self._data = ("array", len(self.parts), len(self.parts) + 1 if self.checksum else -1)
         addr = self._add(data)
         dims = a.shape + (a.itemsize,)
         enc = max(1, (max(dims).bit_length() + 7) // 8)
@@ -296,24 +342,35 @@ class FastWriter:
         layout += struct.pack("<Q", addr)
         msgs = (_message(_DATASPACE, _dataspace(a.shape)) + _message(_DATATYPE, dt, _CONSTANT)
                 + _FILL_CHUNKED + _message(_LAYOUT, layout))
-        return _Header(msgs + _FLETCHER32 if self.checksum else msgs)
+        head = _Header(msgs + _FLETCHER32 if self.checksum else msgs)
+        head.fields.append((0, len(msgs) - 8, ("addr",)))
+        return head
 
     # ---- the file ----
     def _end(self, obj):
         """Append the object header of ``obj``; its address."""
         body = b"".join(obj.msgs)
         head = b"OHDR\x02\x02" + struct.pack("<I", len(body)) + body    # version 2; chunk size in 4 bytes
-        obj.part = len(self.parts)
-        obj.starts = starts = []
-        at = 10
-        for m in obj.msgs:
-            starts.append(at)
-            at += len(m)
+        part = len(self.parts)
+        if obj.fields:
+            starts = []
+            at = 10
+            for m in obj.msgs:
+                starts.append(at)
+                at += len(m)
+            for mi, off, what in obj.fields:
+                off += starts[mi]
+                if what[0] == "addr":
+                    self.addrs.setdefault(part, []).append(off)
+                elif what[0] == "value":
+                    slot = self.slots[what[1]]
+                    self.slots[what[1]] = ("value", slot[1], part, off, slot[4])
+                else:
+                    self.crcs[what[1]][:2] = part, off
         return self._add(head + struct.pack("<I", lookup3(head)))
 
-    def finish(self, root):
-        """Close the root group and put the superblock in front."""
-        root_addr = self._end(root)
+    def finish(self, root_addr):
+        """Put the superblock in front (the root group's header is written)."""
         sb = _SIGNATURE + struct.pack("<4BQ", 2, 8, 8, 0, 0) + _UNDEF + struct.pack("<QQ", self.pos, root_addr)
         self.parts[0] = sb + struct.pack("<I", lookup3(sb))
 
@@ -351,97 +408,127 @@ def _writev_all(fd, bufs):
             i += 1
 
 
-# ---- a file rebuilt for new values ----------------------------------------------------------------
+# ---- subtrees kept and put into later files ---------------------------------------------------------
 def _value_bytes(kind, v):
-    """The attribute bytes ``_Walk`` stores for a scalar item of the ``PATCHABLE`` ``kind``."""
+    """The attribute bytes ``_Walk`` stores for a patchable scalar item of ``kind``."""
     if kind == "float":
         return struct.pack("<d", v)
     if kind == "int":
         return struct.pack("<q", v)
     if kind == "bool":
         return b"\x01" if v else b"\x00"
+    if kind == "str":
+        return v.encode("utf-8") or b"\x00"
+    if kind == "bigint":
+        return str(v).encode()
     return np.asarray(v).tobytes()
 
 
-class _Plan:
-    """How to rebuild a file built by :class:`FastWriter` for an object of the same
-    ``_format.signature`` (the same containers, keys, array kinds, dtypes and shapes, and
-    scalars of the same kinds; only array values and int/float/bool/NumPy scalar values
-    may differ): the file's headers, and where in them each leaf's bytes sit.
+def _mark(w):
+    """Where ``w`` is: (parts, leaves, containers, file position)."""
+    return len(w.parts), len(w.slots), len(w.crcs), w.pos
 
-    :meth:`rebuild` copies the list of parts, puts the new arrays in (their fletcher32
-    recomputed), rewrites each scalar that differs from the planned file's in its header,
-    then the ``ng_crc32`` of each container holding one, then those headers' lookup3.
-    Nothing moves: the file has the same size and every address is the same, so the
-    result is byte for byte the file :class:`FastWriter` would build
-    (tests/io/test_h5write.py). ~0.2 ms for the digits job's state, against ~1 ms for the
-    walk. Holds no array of the planned object."""
 
-    def __init__(self, w, leaves):
-        import zlib
-        self.checksum = w.checksum
-        parts = list(w.parts)
-        self.arrays = []    # (leaf, data part, checksum part or -1)
-        self.values = []    # (leaf, kind, part, offset, the planned bytes)
-        owner = {}          # leaf -> the index in self.crcs of its container
-        for j, slot in enumerate(w.slots):
-            if slot is None:
-                continue
-            if slot[0] == "array":
-                self.arrays.append((j, slot[1], slot[2]))
+class _Template:
+    """A container's run of parts in a file :class:`FastWriter` built (its subtree: the
+    data and headers of its items, then its own header), with where each address, leaf
+    value and ``ng_crc32`` sits in them. :meth:`FastWriter.reuse` puts it into a later
+    file for a subtree of the same ``_format.signature``: only array values, patchable
+    scalar values (int, float, bool, NumPy scalars; str and big ints of the same length)
+    and the run's position may differ, and none changes a header's size, so the run is
+    the same length and :meth:`FastWriter.reuse` rewrites the fields that changed: the
+    new arrays and their fletcher32, the scalars that differ, the ``ng_crc32`` of the
+    containers holding them, every address if the run moved, and those headers' lookup3.
+    The result is byte for byte the walk's (tests/io/test_h5write.py). Holds no array."""
+    __slots__ = ("start", "size", "head", "parts", "addrs", "slots", "values", "crcs", "owner")
+
+    def __init__(self, w, mark, head_addr):
+        p0, l0, c0, start = mark
+        self.start, self.size, self.head = start, w.pos - start, head_addr - start
+        parts = w.parts[p0:]
+        self.addrs = {q - p0: w.addrs[q] for q in range(p0, len(w.parts)) if q in w.addrs}
+        self.slots = []     # per leaf, relative: ("array", data part, checksum part or -1), ("value", ...) or None
+        self.values = []    # (leaf, kind, part, offset, the bytes written)
+        for j in range(l0, len(w.slots)):
+            slot = w.slots[j]
+            if slot is not None and slot[0] == "array":
+                slot = ("array", slot[1] - p0, slot[2] - p0 if slot[2] >= 0 else -1)
                 parts[slot[1]] = None
                 if slot[2] >= 0:
                     parts[slot[2]] = None
-            else:
-                _, kind, head, mi, n = slot
-                off = head.starts[mi] + len(head.msgs[mi]) - n
-                self.values.append((j, kind, head.part, off, parts[head.part][off:off + n]))
-        self.crcs = []      # (part, offset, crc of the group's text, [(leaf, kind) or (None, digest)])
-        for head, mi, t, text, digests, ids in w.crcs:
-            off = head.starts[mi] + len(head.msgs[mi]) - 8
-            items = []
-            for d, j in zip(digests, ids):
-                if j is None:
-                    items.append((None, d))
-                else:
-                    items.append((j, w.slots[j][1]))
-                    owner[j] = len(self.crcs)
-            self.crcs.append((head.part, off, zlib.crc32(f"{t}\n{text}".encode("utf-8")), items))
-        self.owner = owner
+            elif slot is not None:
+                _, kind, q, off, n = slot
+                slot = ("value", kind, q - p0, off, n)
+                self.values.append((j - l0, kind, q - p0, off, bytes(w.parts[q][off:off + n])))
+            self.slots.append(slot)
+        self.crcs = []
+        self.owner = {}     # leaf -> its container's index in crcs
+        for k in range(c0, len(w.crcs)):
+            q, off, crc, items, base = w.crcs[k]
+            if base != l0:
+                items = [(None, x) if j is None else (j + base - l0, x) for j, x in items]
+            for j, _ in items:
+                if j is not None:
+                    self.owner[j] = len(self.crcs)
+            self.crcs.append((q - p0, off, crc, items))
         self.parts = parts
 
-    def rebuild(self, leaves):
-        """A :class:`FastWriter` holding the file's parts for ``leaves`` (the new object's,
-        from ``_format.signature``)."""
-        import zlib
-        from ._format import _digest
-        parts = list(self.parts)
-        for j, dp, cp in self.arrays:
+
+def _reuse(w, tpl, leaves):
+    """Append ``tpl`` to ``w`` for the subtree whose leaves are ``leaves``; its header's
+    address."""
+    import zlib
+    from ._format import _digest
+    p0, l0, _, start = _mark(w)
+    delta = start - tpl.start
+    parts = list(tpl.parts)
+    slots = []
+    for j, slot in enumerate(tpl.slots):
+        if slot is None:
+            slots.append(None)
+        elif slot[0] == "array":
             data = leaves[j].reshape(-1).view(np.uint8)
-            parts[dp] = data
-            if cp >= 0:
-                parts[cp] = struct.pack("<I", int(_fletcher32(data)))
-        dirty = {}
-        groups = set()
-        for j, kind, part, off, old in self.values:
-            new = _value_bytes(kind, leaves[j])
-            if new != old:
-                buf = dirty.get(part)
-                if buf is None:
-                    buf = dirty[part] = bytearray(parts[part])
-                buf[off:off + len(new)] = new
-                groups.add(self.owner[j])
-        for g in groups:
-            part, off, crc, items = self.crcs[g]
-            for j, d in items:
-                if j is not None:
-                    d = _digest(d, leaves[j])
-                crc = zlib.crc32(d, zlib.crc32(struct.pack("<Q", len(d)), crc))
-            buf = dirty.get(part)
+            parts[slot[1]] = data
+            if slot[2] >= 0:
+                parts[slot[2]] = struct.pack("<I", int(_fletcher32(data)))
+                slots.append(("array", slot[1] + p0, slot[2] + p0))
+            else:
+                slots.append(("array", slot[1] + p0, -1))
+        else:
+            slots.append(("value", slot[1], slot[2] + p0, slot[3], slot[4]))
+    dirty = {}
+    if delta:
+        for q, offs in tpl.addrs.items():
+            buf = dirty[q] = bytearray(parts[q])
+            for off in offs:
+                buf[off:off + 8] = struct.pack("<Q", struct.unpack_from("<Q", buf, off)[0] + delta)
+    changed = set()
+    for j, kind, q, off, old in tpl.values:
+        new = _value_bytes(kind, leaves[j])
+        if new != old:
+            buf = dirty.get(q)
             if buf is None:
-                buf = dirty[part] = bytearray(parts[part])
-            buf[off:off + 8] = struct.pack("<q", crc)
-        for part, buf in dirty.items():
-            buf[-4:] = struct.pack("<I", lookup3(buf[:-4]))
-            parts[part] = bytes(buf)
-        return FastWriter.from_parts(self.checksum, parts)
+                buf = dirty[q] = bytearray(parts[q])
+            buf[off:off + len(new)] = new
+            changed.add(tpl.owner[j])
+    for k in changed:
+        q, off, crc, items = tpl.crcs[k]
+        for j, d in items:
+            if j is not None:
+                d = _digest(d, leaves[j])
+            crc = zlib.crc32(d, zlib.crc32(struct.pack("<Q", len(d)), crc))
+        buf = dirty.get(q)
+        if buf is None:
+            buf = dirty[q] = bytearray(parts[q])
+        buf[off:off + 8] = struct.pack("<q", crc)
+    for q, buf in dirty.items():
+        buf[-4:] = struct.pack("<I", lookup3(buf[:-4]))
+        parts[q] = bytes(buf)
+    w.parts.extend(parts)
+    w.pos += tpl.size
+    for q, offs in tpl.addrs.items():
+        w.addrs[q + p0] = offs
+    w.slots.extend(slots)
+    for q, off, crc, items in tpl.crcs:
+        w.crcs.append([q + p0, off, crc, items, l0])
+    return start + tpl.head

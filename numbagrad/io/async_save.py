@@ -1,49 +1,55 @@
-"""Checkpoints written in the background, so a training loop does not wait for them.
+"""Checkpoints saved without the training loop waiting for the disk.
 
 ``AsyncSaver.save(obj, path)`` checks ``obj`` (the same ``TypeError`` as
-:func:`numbagrad.save`, at the call), copies its tensors and arrays (:func:`_format.snapshot`:
-later optimizer steps cannot reach the copy), hands the copy to a saver thread and
-returns a :class:`concurrent.futures.Future` at once. The saver writes each copy, in call
-order, with :func:`numbagrad.save` (temporary file, fsync, rename: a crash at any moment
-leaves the previous file intact); the future then holds ``None`` or the save's exception.
-PyTorch's analogue is ``torch.distributed.checkpoint.async_save``, which also returns a
-future and also writes from a thread by default.
+:func:`numbagrad.save`, at the call) and returns a :class:`concurrent.futures.Future`.
+The future then holds ``None``, or the save's exception. PyTorch's analogue is
+``torch.distributed.checkpoint.async_save``, which also returns a future.
 
-A thread (the default) or a process (``process=True``). ``save`` builds the file's bytes
-itself (``_h5write.py``): the walk over the state holds the GIL (~1 ms for the digits
-job's run state), and the file's system calls (create, write, fsync, rename) run in one
-call that releases it (``_atomic.commit_parts``), so a thread costs the loop about a
-millisecond a save and nothing to start.
-Where the file goes through h5py (compression, a tensor over 64 MiB, complex values,
-long attributes), h5py holds the GIL through its calls, as long as a synchronous save
-takes: use ``process=True`` then. The saver process is a fresh interpreter
-(``subprocess``, ``python -c``, talking over a socket pair with
+By default (``AsyncSaver()``):
+
+* ``save`` builds the file's bytes (``_h5write.py``; ~0.5 ms for the digits job's state,
+  less where parts of it were saved before) and writes them to a temporary file next to
+  ``path``, in the call: what the file holds is the state at the call, and no copy is
+  kept. Writing a file into the page cache costs what copying the state would.
+* A small commit process (``_committer.py``: not numbagrad, started in ~20 ms with the
+  saver, at nice +10) makes the file durable and puts it in place: fsync, rename over
+  ``path``, fsync of the folder. A crash at any moment leaves the previous file intact.
+* No thread of the training process runs: the commit process's answers are read when
+  a future, :meth:`AsyncSaver.wait`, :meth:`AsyncSaver.close` or the next ``save``
+  asks. Why: with a saver *thread* doing only the fsync and rename, the digits job's
+  epoch (~14 ms) took 5-6 ms longer; with the process, 0.6 ms (the waking thread takes
+  the GIL and a core from the training thread at moments it does not choose).
+* Files h5py must write (compression, tensors over 64 MiB, complex values, long
+  attributes) are copied (:func:`_format.snapshot`) and written by a saver thread, as
+  :func:`numbagrad.save` writes them (h5py holds the GIL through its calls: use
+  ``process=True`` for many of those).
+
+``AsyncSaver(process=True)`` copies the state and writes it in a saver process instead:
+a fresh interpreter (``subprocess``, ``python -c``, talking over a socket pair with
 ``multiprocessing.connection``), started when the ``AsyncSaver`` is made: not ``fork``
 (unsafe once numba's thread pool has run) and not multiprocessing's ``spawn``, which
 re-runs the caller's main script in the child (a script without an
 ``if __name__ == "__main__":`` guard would start training there). It imports numbagrad
 and writes one small checkpoint to memory (numba's first dispatch loads there), about
 1.2 s of CPU, so make the saver before the data and the model, and its start-up
-overlaps theirs. The saver, thread or process, runs at nice +10 (a thread's own priority
-on Linux): on a machine whose cores are all busy, the training wins them. Saves asked for
-before it is up wait in the queue; the loop does not.
+overlaps theirs. It runs at nice +10.
 
-What the caller pays: the check and the copy (a memcpy of the state) plus a queue put;
-with a process, the pickling and socket writes run on a feeder thread, mostly outside
-the GIL. A save of a path that is still queued behind another save (not yet started)
-replaces the queued one: the file goes straight to the newer state, and both futures
-complete when it is written. So saving ``last.ckpt`` every epoch never queues more than
-one copy. At most ``max_pending`` saves of different paths are queued or being written;
-one more blocks until the oldest is written, so a slow disk bounds memory instead of
-growing the queue.
+Saves of one path close together are coalesced: the commit process renames only the
+newest file of those waiting together (the older are removed, and their futures complete
+with it); a save queued for the saver thread or process and not started yet is replaced
+by a newer save of its path. So saving ``last.ckpt`` every epoch never piles up copies.
+At most ``max_pending`` targets have saves in flight (and, by default, at most four
+times as many saves in all); one more blocks until the oldest is written, so a slow disk
+bounds memory and disk use instead of growing a queue.
 
 ``wait()`` returns when every save asked for is written (and raises the first failure
 nobody has seen through its future); ``close()`` waits and stops the saver, and runs at
 interpreter exit for every saver still open, so the last checkpoint of a script is
-written before it exits. If the main process is killed, a saver process finishes the save
-it is writing and exits (its pipe closes), a saver thread dies with it; queued saves are
-lost, the file on disk stays the last complete one. If the saver process dies, every
-pending and later save fails with a ``RuntimeError`` naming its exit code.
+written before it exits. If the training process is killed, the commit process commits
+every file it was asked for (they are complete on disk) and exits; a saver process
+finishes the save it is writing; a saver thread dies with it. If the commit or saver
+process dies, every pending and later save fails with a ``RuntimeError`` naming its exit
+code.
 
 :func:`async_save` uses one shared saver, made on first use.
 """
@@ -61,8 +67,8 @@ import threading
 import weakref
 from multiprocessing.connection import Connection
 
-from . import _format, _h5write
-from ._atomic import commit_parts
+from . import _committer, _format, _h5write
+from ._atomic import _sweep, commit_parts, temp_path_for
 
 __all__ = ["AsyncSaver", "async_save", "default_saver"]
 
@@ -179,18 +185,18 @@ def _close_all():
 
 
 class AsyncSaver:
-    """Write checkpoints in a background thread, or process (module docstring).
+    """Save checkpoints without waiting for the disk (module docstring).
 
-    ``max_pending``: saves queued or being written before ``save`` blocks (default 2).
-    ``process``: write from a saver process instead of a thread (for checkpoints that go
-    through h5py, which holds the GIL: compression, tensors over 64 MiB, complex values).
+    ``max_pending``: targets with saves in flight before ``save`` blocks (default 2).
+    ``process``: copy the state and write it from a saver process (for checkpoints that
+    go through h5py, which holds the GIL: compression, tensors over 64 MiB, complex values).
     Use as a context manager, or call :meth:`close`.
     """
 
     def __init__(self, max_pending=2, *, process=False):
         if isinstance(max_pending, bool) or not isinstance(max_pending, int) or max_pending < 1:
             raise ValueError(f"AsyncSaver: max_pending must be a positive int, got {max_pending!r}")
-        self._proc = self._conn = None
+        self._proc = self._conn = self._committer = None
         if process:
             mine, theirs = socket.socketpair()
             # the child finds numbagrad where this process did
@@ -203,31 +209,43 @@ class AsyncSaver:
             self._conn = Connection(mine.detach())
         else:
             _warm_up()
+            self._committer = _committer.Committer()
+        self._max_pending = max_pending
         self._slots = threading.Semaphore(max_pending)
         self._jobs = queue.Queue()
         self._lock = threading.Lock()
+        self._poll_lock = threading.RLock()
         self._futures = []      # futures since the last wait()
         self._queued = {}       # path -> [futures, message] of the save of that path not sent yet
+        self._commits = {}      # save id -> (future, path, temporary file): written, its commit asked for
+        self._next_id = 0
+        self._swept = set()     # targets whose stale temporary files were removed
         self._broken = None     # the error every later save gets once the process died
         self._closed = False
+        self._thread = None     # the feeder (process=True), or the thread writing what h5py must write
+        if process:
+            self._start_thread()
+        _LIVE.add(self)
+
+    def _start_thread(self):
         self._thread = threading.Thread(target=self._feed, name="numbagrad-saver", daemon=True)
         self._thread.start()
-        _LIVE.add(self)
 
     @property
     def pid(self):
-        """The saver process's pid (``process=True``), None for a saver thread."""
-        return None if self._proc is None else self._proc.pid
+        """The pid of the saver process (``process=True``) or of the commit process."""
+        return self._proc.pid if self._proc is not None else self._committer.pid
 
     @property
     def native_id(self):
-        """The saver thread's native id (a saver process's feeder thread's)."""
-        return self._thread.native_id
+        """The native id of the saver's thread (a saver process's feeder; by default, the
+        thread that writes the files h5py must write, None until there was one)."""
+        return None if self._thread is None else self._thread.native_id
 
     def save(self, obj, f, *, compression=None, checksum=True):
-        """Queue a save of ``obj`` to the path ``f`` (see :func:`numbagrad.save` for what
-        ``obj`` may hold and the arguments); returns a ``Future`` whose ``result()`` is
-        None once the file is written, or raises the save's error. ``obj`` is copied
+        """Save ``obj`` to the path ``f`` (see :func:`numbagrad.save` for what ``obj`` may
+        hold and the arguments); returns a ``Future`` whose ``result()`` is None once the
+        file is in place, or raises the save's error. ``obj`` is written (or copied)
         before this returns: change it freely afterwards."""
         if self._closed:
             raise RuntimeError("AsyncSaver.save: the saver is closed")
@@ -241,16 +259,13 @@ class AsyncSaver:
         folder = os.path.dirname(path)
         if not os.path.isdir(folder):
             raise FileNotFoundError(f"AsyncSaver.save: cannot write {path!r}: the folder {folder!r} does not exist")
-        snap = _format.snapshot(obj)  # checks as save() does: a TypeError here, at the call
-        if self._conn is None and compression is None:
-            # a saver thread: the file's bytes are built here, from the copy (~1 ms for the
-            # digits job's state, holding the GIL anyway), and the thread only commits them
-            # in one call without the GIL. Built in the thread, the build took the GIL from
-            # the training thread in slices and stalled its parallel kernels: an epoch of
-            # the digits job went from 14 to 22 ms, against 15.5 ms this way.
-            built = _format._built(snap, bool(checksum))
+        if self._committer is not None and compression is None:
+            built = _format._built(obj, bool(checksum))  # checks obj: a TypeError here, at the call
             if built is not None:
-                snap = built
+                return self._write_here(built, path)
+        snap = _format.snapshot(obj)  # checks as save() does: a TypeError here, at the call
+        if self._thread is None:
+            self._start_thread()
         fut = concurrent.futures.Future()
         if self._broken is not None:
             fut.set_exception(self._broken)
@@ -274,6 +289,96 @@ class AsyncSaver:
             job = self._queued[path] = [[fut], msg]
         self._jobs.put(job)
         return fut
+
+    def _write_here(self, built, path):
+        """Write the built file to a temporary file next to ``path`` now, and ask the
+        commit process to make it durable and rename it (module docstring)."""
+        fut = _Future(self)
+        with self._poll_lock:
+            self._poll(0.0)
+            # at most max_pending targets with a commit asked for, and a few commits of one
+            # target (the commit process keeps the newest of those that wait together)
+            while self._broken is None and self._commits and (
+                    len(self._commits) >= 4 * self._max_pending
+                    or (path not in self._targets() and len(self._targets()) >= self._max_pending)):
+                self._poll(None)
+            with self._lock:
+                self._futures.append(fut)
+            if self._broken is not None:
+                fut.set_exception(self._broken)
+                return fut
+            if path not in self._swept:  # temporary files of killed writers of this target
+                _sweep(os.path.dirname(path), path)
+                self._swept.add(path)
+            tmp = temp_path_for(path)
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+                try:
+                    _h5write._writev_all(fd, [memoryview(p) for p in built.parts])
+                finally:
+                    os.close(fd)
+            except OSError as e:
+                try:
+                    os.remove(tmp)
+                except OSError:
+                    pass
+                fut.set_exception(OSError(e.errno, f"cannot write {path!r}: writing the temporary file failed "
+                                                   f"({e.strerror})", tmp))
+                return fut
+            i = self._next_id
+            self._next_id += 1
+            self._commits[i] = (fut, path, tmp)
+            try:
+                self._committer.send(i, tmp, path)
+            except OSError:
+                self._died()
+        return fut
+
+    def _targets(self):
+        return {c[1] for c in self._commits.values()}
+
+    def _poll(self, timeout):
+        """Complete the futures of the commits answered (waiting up to ``timeout`` seconds
+        for one; None: until one is); with ``_poll_lock`` held."""
+        try:
+            answers = self._committer.answers(timeout)
+        except EOFError:
+            self._died()
+            return
+        for i, step, err in answers:
+            fut, path, tmp = self._commits.pop(i)
+            if step == 0:
+                fut._complete(None)
+            else:
+                fut._complete(OSError(err, f"cannot write {path!r}: the {_committer.STEPS[step]} of the temporary "
+                                           f"file failed ({os.strerror(err)})", tmp))
+
+    def _died(self):
+        code = self._committer.exit_code()
+        self._broken = RuntimeError(
+            f"AsyncSaver: the commit process (pid {self._committer.pid}) died"
+            + (f" with exit code {code}{_signal_name(code)}" if code is not None else "")
+            + "; the files it had not committed hold their previous checkpoints, if any")
+        for fut, path, tmp in self._commits.values():
+            try:
+                os.remove(tmp)
+            except OSError:
+                pass
+            fut._complete(self._broken)
+        self._commits.clear()
+
+    def _settle(self, fut, timeout):
+        """Read answers until ``fut`` is complete, or ``timeout`` seconds passed."""
+        import time
+        end = None if timeout is None else time.monotonic() + timeout
+        while not concurrent.futures.Future.done(fut):
+            with self._poll_lock:
+                if concurrent.futures.Future.done(fut):
+                    return
+                left = None if end is None else max(0.0, end - time.monotonic())
+                self._poll(left)
+            if end is not None and time.monotonic() >= end:
+                return
 
     def _feed(self):
         if self._conn is None:
@@ -317,6 +422,9 @@ class AsyncSaver:
         among the saves asked for since the previous ``wait()``."""
         with self._lock:
             futs, self._futures = self._futures, []
+        for f in futs:
+            if isinstance(f, _Future):
+                self._settle(f, None)
         concurrent.futures.wait(futs)
         for f in futs:
             e = f.exception()
@@ -331,9 +439,14 @@ class AsyncSaver:
             return
         self._closed = True
         _LIVE.discard(self)
-        self._jobs.put(None)
-        self._thread.join()
-        if self._conn is None:
+        if self._thread is not None:
+            self._jobs.put(None)
+            self._thread.join()
+        if self._committer is not None:
+            with self._poll_lock:
+                while self._commits and self._broken is None:
+                    self._poll(None)
+            self._committer.close()
             return
         try:
             _send(self._conn, None)
@@ -351,6 +464,34 @@ class AsyncSaver:
         finally:
             self.close()
         return False
+
+
+class _Future(concurrent.futures.Future):
+    """The future of a save whose commit the commit process answers: the saver reads the
+    answers when asked (at ``save``, ``wait``, ``close``, or this future's ``result``,
+    ``exception`` or ``done``), so that no thread of the training process wakes for them."""
+
+    def __init__(self, saver):
+        super().__init__()
+        self._saver = saver
+
+    def _complete(self, error):
+        if error is None:
+            self.set_result(None)
+        else:
+            self.set_exception(error)
+
+    def done(self):
+        self._saver._settle(self, 0.0)
+        return super().done()
+
+    def result(self, timeout=None):
+        self._saver._settle(self, timeout)
+        return super().result(timeout=0)
+
+    def exception(self, timeout=None):
+        self._saver._settle(self, timeout)
+        return super().exception(timeout=0)
 
 
 _DEFAULT = None

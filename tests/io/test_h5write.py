@@ -239,31 +239,42 @@ def _walked(obj, checksum):
 
 
 @pytest.mark.parametrize("checksum", [True, False])
-def test_a_file_rebuilt_from_its_plan_is_the_walks_file(monkeypatch, checksum):
-    """A second save of the same structure patches the first file's headers
-    (``_h5write._Plan``): byte for byte the file the walk builds, for every mix of
-    changed values, and it loads back as the new object."""
-    rebuilt = []
-    real = _h5write._Plan.rebuild
-    monkeypatch.setattr(_h5write._Plan, "rebuild", lambda self, leaves: rebuilt.append(1) or real(self, leaves))
-    monkeypatch.setattr(_format, "_PLANS", collections.OrderedDict())
+def test_a_file_built_from_kept_subtrees_is_the_walks_file(monkeypatch, checksum):
+    """A save of a state saved before in part puts the kept subtrees' bytes in
+    (``_h5write._Template``), their values, checksums and addresses rewritten: byte for
+    byte the file the walk builds, for every mix of changed values, grown lists and
+    moved subtrees, and it loads back as the new object."""
+    reused = []
+    real = _h5write._reuse
+    monkeypatch.setattr(_h5write, "_reuse", lambda w, tpl, leaves: reused.append(len(leaves)) or real(w, tpl, leaves))
+    monkeypatch.setattr(_format, "_TEMPLATES", collections.OrderedDict())
+    monkeypatch.setattr(_format, "_SEEN", collections.OrderedDict())
     first = fast_everything()
-    assert _bytes(_format._built(first, checksum)) == _walked(first, checksum)
-    assert not rebuilt
+    first["text"] = {"same length": "abc", "big": 1 << 100, "empty": ""}
+    for _ in range(2):   # a template is kept at a subtree's second sighting
+        assert _bytes(_format._built(first, checksum)) == _walked(first, checksum)
+    assert not reused or set(reused) == {0}   # within the file: its empty dicts
     rng = np.random.default_rng(1)
-    for p in (0.0, 0.05, 0.3, 1.0, 1.0):
+    for p in (0.0, 0.05, 0.3, 1.0):
         obj = _changed(first, rng, p)
+        obj["text"] = {"same length": "xyz", "big": (1 << 100) + 12345, "empty": "q"}   # same stored sizes
         built = _format._built(obj, checksum)
         assert _bytes(built) == _walked(obj, checksum), p
         same(ng.load(io.BytesIO(_bytes(built))), obj)
-    assert len(rebuilt) == 5
-    # another structure (a list one longer) is walked again, and gets its own plan
+        assert reused[-1] == len(_format.signature(obj)[1])   # the whole file, from the root's template
+    # a list grown by one: that list and the root are walked, every other subtree is kept,
+    # and those after the list move (their addresses rewritten)
+    n = len(reused)
     obj = _changed(first, rng, 1.0)
-    obj["scalars"].append(1)
-    assert _bytes(_format._built(obj, checksum)) == _walked(obj, checksum)
-    assert len(rebuilt) == 5 and len(_format._PLANS) == 2
-    same(ng.load(io.BytesIO(_bytes(_format._built(obj, checksum)))), obj)
-    assert len(rebuilt) == 6
+    obj["model"] = collections.OrderedDict(list(obj["model"].items()) + [("extra", ng.ones(2))])
+    obj["scalars"].append(2.5)
+    obj["text"]["same length"] = "a longer text"
+    for _ in range(2):
+        built = _format._built(obj, checksum)
+        assert _bytes(built) == _walked(obj, checksum)
+        same(ng.load(io.BytesIO(_bytes(built))), obj)
+        obj["optimizer"]["param_groups"][0]["lr"] *= 0.5
+    assert len(reused) - n > 5 and len(reused) - n < 40
 
 
 def test_a_rebuilt_file_keeps_its_checksums_honest(tmp_path):
