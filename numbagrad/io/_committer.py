@@ -1,55 +1,81 @@
-"""The commit process of :class:`~numbagrad.io.AsyncSaver`: a small interpreter that makes
-written temporary files durable and puts them in place (fsync, rename, folder fsync),
-so that the training process never waits for the disk and never runs a second thread.
+"""The commit process of :class:`~numbagrad.io.AsyncSaver`: a small interpreter (it never
+imports numbagrad: it starts in ~20 ms and uses almost no CPU) that writes the files the
+training process built, crash-safely: a temporary file next to the target, fsync, rename
+over the target, fsync of the folder. The training process never waits for the disk and
+never runs a second thread.
 
-Why a process and not a thread: the digits job's epoch (~14 ms) with a saver *thread*
-doing only a finished file's fsync and rename took 5-6 ms longer; with this process
-doing the same, 0.6 ms longer (perf/test_bench_checkpoint.py's interleaved epochs, and
-the measurements in the README's checkpoint section). Any thread of the training
-process that wakes while the training thread runs costs it a GIL hand-over and a
-cross-core wake; another process costs it nothing.
+Why a process, and why this one does so little (measured on the digits job, a ~14 ms
+epoch, 2-core machine; perf/test_bench_checkpoint.py):
 
-The protocol, over the process's stdin and stdout (pipes):
+* a saver *thread* that only did a finished file's fsync and rename made the epoch 5-6 ms
+  longer: each time it wakes it takes the GIL and a core from the training thread at
+  moments it does not choose. Another process costs the training thread nothing of that;
+* a saver process that imports numbagrad and builds the file itself (the training
+  process only sending the state) cost the epoch less, but the whole job ~5% more: its
+  ~1 s of start-up CPU ran beside the job, and this machine's two cores share one
+  physical core (any work on one slows the other).
 
-* a request is ``<QII`` (save id, bytes of the temporary path, bytes of the target
-  path) followed by the two paths (``os.fsencode``);
-* an answer is ``<Qii`` (save id, failed step, errno): step 0 done, 1 the fsync of the
-  temporary file, 2 its rename over the target. A failed save's temporary file is
-  removed.
+The protocol, over a Unix socket pair (a 4 MiB buffer, so a small file is handed over in
+one copy without waiting for this process):
 
-Requests that arrive together are coalesced per target: only the newest file of a
-target is committed, the older ones are removed, and every request is answered (the
-older ones as done: their target holds a newer complete state). At the end of its
-input (the saver closed, or the training process died) the process commits what it
-has read and exits; it never imports numbagrad (it starts in ~20 ms) and runs at nice
-+10.
+* a request is ``<QIQ`` (save id, bytes of the target path, bytes of the file) followed
+  by the path (``os.fsencode``) and the file's bytes;
+* an answer is ``<Qii`` (save id, failed step, errno): step 0 done, 1 writing the
+  temporary file, 2 its fsync, 3 its rename over the target. A failed save's temporary
+  file is removed.
+
+Requests that arrived together are coalesced per target: only the newest file of a target
+is written, and every request is answered (the older ones with the newest's outcome:
+the target holds a newer complete state). At the end of its input (the saver closed, or
+the training process died) the process writes what it has read and exits. It runs at
+nice +10.
 """
 import os
+import socket
 import struct
 import subprocess
 import sys
 
-REQUEST = struct.Struct("<QII")
+REQUEST = struct.Struct("<QIQ")
 ANSWER = struct.Struct("<Qii")
-STEPS = {1: "fsync", 2: "rename"}
+STEPS = {1: "write", 2: "fsync", 3: "rename"}
+BUFFER = 4 << 20
 
 _MAIN = r'''
-import os, select, struct
+import os, secrets, select, socket, struct, sys
 try:
     os.nice(10)
 except (AttributeError, OSError):
     pass
-REQ, ANS = struct.Struct("<QII"), struct.Struct("<Qii")
+REQ, ANS = struct.Struct("<QIQ"), struct.Struct("<Qii")
+sock = socket.socket(fileno=int(sys.argv[1]))
 
-def commit(tmp, dst):
+def exact(n):
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = sock.recv_into(view[got:])
+        if not k:
+            raise EOFError
+        got += k
+    return buf
+
+def commit(dst, data):
+    folder, name = os.path.split(dst)
+    tmp = os.path.join(folder, ".%s.tmp-%d-%s" % (name, os.getpid(), secrets.token_hex(4)))
     step = 1
     try:
-        fd = os.open(tmp, os.O_RDONLY)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            step = 2
             os.fsync(fd)
         finally:
             os.close(fd)
-        step = 2
+        step = 3
         os.replace(tmp, dst)
     except OSError as e:
         try:
@@ -58,7 +84,7 @@ def commit(tmp, dst):
             pass
         return step, e.errno or 0
     try:
-        fd = os.open(os.path.dirname(dst) or ".", os.O_RDONLY)
+        fd = os.open(folder or ".", os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:
@@ -67,70 +93,68 @@ def commit(tmp, dst):
         pass
     return 0, 0
 
-buf = b""
 alive = True
 while alive:
-    more = True
-    while more:  # what is there now, waiting for the first bytes only
-        data = os.read(0, 1 << 16)
-        if not data:
+    reqs = []
+    while True:  # one request, waiting for it, then those already there
+        try:
+            i, a, n = REQ.unpack(exact(REQ.size))
+            reqs.append((i, os.fsdecode(bytes(exact(a))), exact(n)))
+        except (EOFError, OSError):
             alive = False
             break
-        buf += data
-        more = bool(select.select([0], [], [], 0)[0])
-    reqs = []
-    while len(buf) >= REQ.size:
-        i, a, b = REQ.unpack_from(buf)
-        end = REQ.size + a + b
-        if len(buf) < end:
+        if not select.select([sock], [], [], 0)[0]:
             break
-        reqs.append((i, buf[REQ.size:REQ.size + a], buf[REQ.size + a:end]))
-        buf = buf[end:]
-    newest = {}
-    for n, (i, tmp, dst) in enumerate(reqs):
-        newest[dst] = n
-    out = []
+    newest = {dst: k for k, (i, dst, data) in enumerate(reqs)}
     done = {}
-    for n, (i, tmp, dst) in enumerate(reqs):
-        if newest[dst] != n:
-            try:
-                os.remove(tmp)
-            except OSError:
-                pass
-            continue
-        done[dst] = commit(tmp, dst)
-    for i, tmp, dst in reqs:
-        out.append(ANS.pack(i, *done[dst]))
-    if out:
-        data = b"".join(out)
-        while data:
-            data = data[os.write(1, data):]
+    for k, (i, dst, data) in enumerate(reqs):
+        if newest[dst] == k:
+            done[dst] = commit(dst, data)
+    try:
+        sock.sendall(b"".join(ANS.pack(i, *done[dst]) for i, dst, data in reqs))
+    except OSError:
+        break
 '''
 
 
 class Committer:
-    """The commit process, started by the constructor. :meth:`send` asks for a commit,
+    """The commit process, started by the constructor. :meth:`send` hands it a file,
     :meth:`answers` reads the answers that have arrived (or waits for one)."""
 
     def __init__(self):
-        self.proc = subprocess.Popen([sys.executable, "-S", "-c", _MAIN], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
-        self._out = self.proc.stdin.fileno()
-        self._in = self.proc.stdout.fileno()
-        os.set_blocking(self._in, False)
+        mine, theirs = socket.socketpair()
+        for sk in (mine, theirs):
+            try:
+                sk.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, BUFFER)
+                sk.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, BUFFER)
+            except OSError:
+                pass
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-S", "-c", _MAIN, str(theirs.fileno())],
+                                         pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        finally:
+            theirs.close()
+        self.sock = mine
         self._buf = b""
 
     @property
     def pid(self):
         return self.proc.pid
 
-    def send(self, i, tmp, path):
-        """Ask for the commit of ``tmp`` (written and closed) over ``path``; raises
-        ``OSError`` (``BrokenPipeError``) if the process is gone."""
-        a, b = os.fsencode(tmp), os.fsencode(path)
-        data = REQUEST.pack(i, len(a), len(b)) + a + b
-        while data:
-            data = data[os.write(self._out, data):]
+    def send(self, i, path, parts, nbytes):
+        """Hand over the file ``parts`` (bytes-like, ``nbytes`` in all) to be written at
+        ``path``; raises ``OSError`` if the process is gone."""
+        p = os.fsencode(path)
+        bufs = [memoryview(REQUEST.pack(i, len(p), nbytes) + p)] + [memoryview(x).cast("B") for x in parts]
+        k = 0
+        while k < len(bufs):
+            n = self.sock.sendmsg(bufs[k:k + 1024])
+            while k < len(bufs) and n >= bufs[k].nbytes:
+                n -= bufs[k].nbytes
+                k += 1
+            if n:
+                bufs[k] = bufs[k][n:]
 
     def answers(self, timeout=0.0):
         """``[(save id, step, errno), ...]`` that arrived, waiting up to ``timeout``
@@ -138,12 +162,14 @@ class Committer:
         process is gone and every answer it gave was read."""
         import select
         if timeout != 0.0 and len(self._buf) < ANSWER.size:
-            select.select([self._in], [], [], timeout)
+            select.select([self.sock], [], [], timeout)
         while True:
             try:
-                data = os.read(self._in, 1 << 16)
+                data = self.sock.recv(1 << 16, socket.MSG_DONTWAIT)
             except BlockingIOError:
                 break
+            except OSError:
+                data = b""
             if not data:
                 if len(self._buf) < ANSWER.size:
                     raise EOFError
@@ -161,8 +187,8 @@ class Committer:
             return None
 
     def close(self):
-        """End its input: it commits what it has and exits (not waited for)."""
+        """End its input: it writes what it has and exits (not waited for)."""
         try:
-            self.proc.stdin.close()
+            self.sock.shutdown(socket.SHUT_WR)
         except OSError:
             pass

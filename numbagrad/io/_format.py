@@ -224,6 +224,10 @@ _SCALARS = ((np.generic, "npscalar", np.asarray), (bool, "bool", np.bool_), (int
 """(Python type, item kind, conversion to the attribute's value), tried in order."""
 
 
+_PY_SCALARS = {"bool": np.bool_, "int": np.int64, "float": np.float64}
+"""A Python bool, int (within 64 bits) or float: what its attribute stores (see ``_SCALARS``)."""
+
+
 _ROOT_ATTRS = ("format", "format_version", "numbagrad_version")
 
 
@@ -434,6 +438,13 @@ class _Walk:
         ``meta`` the dict of an array item's 4th ``ng_items`` element, else None, and
         ``patch`` whether it is a patchable scalar (:func:`_patchable`)."""
         out = self.out
+        t = type(v)
+        if t is float or t is bool or (t is int and _INT64[0] <= v <= _INT64[1]):  # the common leaves, first
+            self.leaves += 1
+            kind = t.__name__
+            out.put_scalar(g, name, kind, v)
+            out.leaf(kind, True)
+            return kind, None, True
         if isinstance(v, (dict, list, tuple)):
             addr, key = self.kept(False)
             if addr is not None:
@@ -539,6 +550,44 @@ def signature(obj):
     return tuple(sig), leaves, spans
 
 
+def unflatten(sig, leaves):
+    """The object :func:`signature` flattened into ``(sig, leaves)``, for :func:`save`:
+    containers rebuilt with their types and keys, tensors as :class:`_Frozen` (their
+    kind, device and ``requires_grad`` from the signature), arrays and scalars from
+    ``leaves``. A saver process writes the file of this object (``async_save.py``): the
+    same file the original would give."""
+    it = iter(leaves)
+
+    def take(pos):
+        tok = sig[pos]
+        if type(tok) is tuple and tok[0] in ("d", "o", "l", "t"):
+            pos += 1
+            if tok[0] in ("l", "t"):
+                out = []
+                for _ in range(tok[1]):
+                    v, pos = take(pos)
+                    out.append(v)
+                return (out if tok[0] == "l" else tuple(out)), pos
+            out = collections.OrderedDict() if tok[0] == "o" else {}
+            for k in tok[1]:
+                out[k], pos = take(pos)
+            return out, pos
+        v = next(it)
+        if type(tok) is tuple and tok[0] in ("tensor", "parameter", "ndarray"):
+            if type(tok[3]) is not tuple:  # signature's short token: a host array, n-d, of a plain dtype
+                return (v if tok[0] == "ndarray" else _Frozen(v, tok[0], "cpu", tok[3])), pos + 1
+            meta = dict(tok[3])
+            if meta.get("dtype") == "bfloat16":
+                v = v.view(_dtype.bfloat16)
+            if meta.get("0d"):
+                v = v.reshape(())
+            if tok[0] != "ndarray":
+                v = _Frozen(v, tok[0], meta["device"], meta["requires_grad"])
+        return v, pos + 1
+
+    return take(0)[0]
+
+
 class _Refused(Exception):
     """:func:`signature` met what :func:`save` refuses (``_check`` then says where)."""
 
@@ -571,6 +620,16 @@ def _sig_item(v, sig, leaves, spans):
         return
     if isinstance(v, (dict, list, tuple)):
         raise _Refused
+    if t is Tensor or t is np.ndarray:  # a host array of a plain dtype, n-d: its token without the meta dict
+        a = v.array if t is Tensor else v
+        if type(a) is np.ndarray and a.ndim and a.dtype.kind in _ARRAY_KINDS and a.dtype.fields is None \
+                and a.dtype != _dtype.bfloat16:
+            if not a.flags.c_contiguous:
+                a = np.ascontiguousarray(a)
+            sig.append(("tensor", a.dtype.str, a.shape, bool(v.requires_grad)) if t is Tensor
+                       else ("ndarray", a.dtype.str, a.shape, None))
+            leaves.append(a)
+            return
     arr = _array_item(v)
     if arr is not None:
         kind, a, meta = arr
@@ -640,6 +699,10 @@ class _Writer:
     @staticmethod
     def put_value(obj, name, v):
         _put_value(obj.id, name, v)
+
+    @staticmethod
+    def put_scalar(obj, name, kind, v):
+        _put_value(obj.id, name, _PY_SCALARS[kind](v))
 
     def dataset(self, g, name, a, chunk_bytes):
         """Write the C-contiguous ``a`` (a 0-d array already as ``(1,)``) as the dataset

@@ -201,6 +201,7 @@ _FLETCHER32 = _message(_FILTERS, struct.pack("<BBHHH", 2, 1, 3, 0, 0), _CONSTANT
 
 _STR_PREFIX = {}
 _VALUE_PREFIX = {}
+_PY_PREFIX = {}
 """An attribute message's bytes before its value, by (name, byte length) for strings and
 (name, dtype, shape) for values: the rest of the message does not depend on the value."""
 
@@ -297,6 +298,20 @@ class FastWriter:
                                                          bytes(a.nbytes)), a.nbytes)
         obj.msgs.append(pre + a.tobytes())
         self._last = (obj, len(obj.msgs) - 1, a.nbytes)
+
+    def put_scalar(self, obj, name, kind, v):
+        """A Python bool, int (within 64 bits) or float ``v``: as ``put_value`` of its
+        NumPy scalar (``_format._PY_SCALARS``), without NumPy."""
+        key = (name, kind)
+        pre = _PY_PREFIX.get(key)
+        if pre is None:
+            from ._format import _PY_SCALARS
+            a = np.asarray(_PY_SCALARS[kind](v))
+            pre = _prefix(_PY_PREFIX, key, _attribute(name, _datatype(a.dtype), _dataspace(()), bytes(a.nbytes)),
+                          a.nbytes)
+        data = _value_bytes(kind, v)
+        obj.msgs.append(pre + data)
+        self._last = (obj, len(obj.msgs) - 1, len(data))
 
     def leaf(self, kind, patchable):
         """The walk wrote a leaf item of ``kind`` (its attribute, the last one written, is

@@ -7,18 +7,21 @@ The future then holds ``None``, or the save's exception. PyTorch's analogue is
 
 By default (``AsyncSaver()``):
 
-* ``save`` builds the file's bytes (``_h5write.py``; ~0.5 ms for the digits job's state,
-  less where parts of it were saved before) and writes them to a temporary file next to
-  ``path``, in the call: what the file holds is the state at the call, and no copy is
-  kept. Writing a file into the page cache costs what copying the state would.
-* A small commit process (``_committer.py``: not numbagrad, started in ~20 ms with the
-  saver, at nice +10) makes the file durable and puts it in place: fsync, rename over
-  ``path``, fsync of the folder. A crash at any moment leaves the previous file intact.
+* ``save`` builds the file's bytes in the call (``_h5write.py``; about 1 ms for the digits
+  job's whole run state, less where parts of it were saved before: ``_format``'s kept
+  subtrees) and hands them to a small commit process in one ``sendmsg`` (a copy into a
+  socket: what the file holds is the state at the call, and no copy is kept here).
+* The commit process (``_committer.py``: not numbagrad, started in ~20 ms with the saver,
+  at nice +10) writes them crash-safely: a temporary file next to ``path``, fsync,
+  rename over ``path``, fsync of the folder. A crash at any moment leaves the previous
+  file intact.
 * No thread of the training process runs: the commit process's answers are read when
-  a future, :meth:`AsyncSaver.wait`, :meth:`AsyncSaver.close` or the next ``save``
-  asks. Why: with a saver *thread* doing only the fsync and rename, the digits job's
-  epoch (~14 ms) took 5-6 ms longer; with the process, 0.6 ms (the waking thread takes
-  the GIL and a core from the training thread at moments it does not choose).
+  a future, :meth:`AsyncSaver.wait`, :meth:`AsyncSaver.close` or the next ``save`` asks.
+  Why: with a saver *thread* doing only the fsync and rename, the digits job's epoch
+  (~14 ms) took 5-6 ms longer (a waking thread takes the GIL and a core from the
+  training thread at moments it does not choose). A saver process that imported
+  numbagrad and built the file itself cost the epoch less, but the whole job ~5% more
+  (its start-up CPU, beside the job: see ``_committer.py``).
 * Files h5py must write (compression, tensors over 64 MiB, complex values, long
   attributes) are copied (:func:`_format.snapshot`) and written by a saver thread, as
   :func:`numbagrad.save` writes them (h5py holds the GIL through its calls: use
@@ -34,19 +37,18 @@ and writes one small checkpoint to memory (numba's first dispatch loads there), 
 1.2 s of CPU, so make the saver before the data and the model, and its start-up
 overlaps theirs. It runs at nice +10.
 
-Saves of one path close together are coalesced: the commit process renames only the
-newest file of those waiting together (the older are removed, and their futures complete
-with it); a save queued for the saver thread or process and not started yet is replaced
-by a newer save of its path. So saving ``last.ckpt`` every epoch never piles up copies.
-At most ``max_pending`` targets have saves in flight (and, by default, at most four
-times as many saves in all); one more blocks until the oldest is written, so a slow disk
-bounds memory and disk use instead of growing a queue.
+Saves of one path close together are coalesced: the commit process writes only the
+newest file of those waiting together (the futures of the older complete with it); a
+save queued for the saver thread or process and not started yet is replaced by a newer
+save of its path. So saving ``last.ckpt`` every epoch never piles up copies.
+At most ``max_pending`` saves are in flight (handed over or queued, not yet written); one
+more waits for the oldest, so a slow disk bounds memory instead of growing a queue.
 
 ``wait()`` returns when every save asked for is written (and raises the first failure
 nobody has seen through its future); ``close()`` waits and stops the saver, and runs at
 interpreter exit for every saver still open, so the last checkpoint of a script is
 written before it exits. If the training process is killed, the commit process commits
-every file it was asked for (they are complete on disk) and exits; a saver process
+every file it was handed (complete in its socket) and exits; a saver process
 finishes the save it is writing; a saver thread dies with it. If the commit or saver
 process dies, every pending and later save fails with a ``RuntimeError`` naming its exit
 code.
@@ -68,7 +70,7 @@ import weakref
 from multiprocessing.connection import Connection
 
 from . import _committer, _format, _h5write
-from ._atomic import _sweep, commit_parts, temp_path_for
+from ._atomic import _sweep, commit_parts
 
 __all__ = ["AsyncSaver", "async_save", "default_saver"]
 
@@ -187,7 +189,7 @@ def _close_all():
 class AsyncSaver:
     """Save checkpoints without waiting for the disk (module docstring).
 
-    ``max_pending``: targets with saves in flight before ``save`` blocks (default 2).
+    ``max_pending``: saves in flight before ``save`` waits for the oldest (default 2).
     ``process``: copy the state and write it from a saver process (for checkpoints that
     go through h5py, which holds the GIL: compression, tensors over 64 MiB, complex values).
     Use as a context manager, or call :meth:`close`.
@@ -291,16 +293,11 @@ class AsyncSaver:
         return fut
 
     def _write_here(self, built, path):
-        """Write the built file to a temporary file next to ``path`` now, and ask the
-        commit process to make it durable and rename it (module docstring)."""
+        """Hand the built file over to the commit process (module docstring)."""
         fut = _Future(self)
         with self._poll_lock:
             self._poll(0.0)
-            # at most max_pending targets with a commit asked for, and a few commits of one
-            # target (the commit process keeps the newest of those that wait together)
-            while self._broken is None and self._commits and (
-                    len(self._commits) >= 4 * self._max_pending
-                    or (path not in self._targets() and len(self._targets()) >= self._max_pending)):
+            while self._commits and len(self._commits) >= self._max_pending and self._broken is None:
                 self._poll(None)
             with self._lock:
                 self._futures.append(fut)
@@ -310,32 +307,14 @@ class AsyncSaver:
             if path not in self._swept:  # temporary files of killed writers of this target
                 _sweep(os.path.dirname(path), path)
                 self._swept.add(path)
-            tmp = temp_path_for(path)
-            try:
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
-                try:
-                    _h5write._writev_all(fd, [memoryview(p) for p in built.parts])
-                finally:
-                    os.close(fd)
-            except OSError as e:
-                try:
-                    os.remove(tmp)
-                except OSError:
-                    pass
-                fut.set_exception(OSError(e.errno, f"cannot write {path!r}: writing the temporary file failed "
-                                                   f"({e.strerror})", tmp))
-                return fut
             i = self._next_id
             self._next_id += 1
-            self._commits[i] = (fut, path, tmp)
+            self._commits[i] = (fut, path, None)
             try:
-                self._committer.send(i, tmp, path)
+                self._committer.send(i, path, built.parts, built.pos)
             except OSError:
                 self._died()
         return fut
-
-    def _targets(self):
-        return {c[1] for c in self._commits.values()}
 
     def _poll(self, timeout):
         """Complete the futures of the commits answered (waiting up to ``timeout`` seconds
@@ -350,8 +329,8 @@ class AsyncSaver:
             if step == 0:
                 fut._complete(None)
             else:
-                fut._complete(OSError(err, f"cannot write {path!r}: the {_committer.STEPS[step]} of the temporary "
-                                           f"file failed ({os.strerror(err)})", tmp))
+                fut._complete(OSError(err, f"cannot write {path!r}: the {_committer.STEPS[step]} of its temporary "
+                                           f"file failed ({os.strerror(err)})", path))
 
     def _died(self):
         code = self._committer.exit_code()
@@ -360,10 +339,6 @@ class AsyncSaver:
             + (f" with exit code {code}{_signal_name(code)}" if code is not None else "")
             + "; the files it had not committed hold their previous checkpoints, if any")
         for fut, path, tmp in self._commits.values():
-            try:
-                os.remove(tmp)
-            except OSError:
-                pass
             fut._complete(self._broken)
         self._commits.clear()
 
@@ -447,6 +422,7 @@ class AsyncSaver:
                 while self._commits and self._broken is None:
                     self._poll(None)
             self._committer.close()
+            self._committer.sock.close()
             return
         try:
             _send(self._conn, None)
