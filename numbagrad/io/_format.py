@@ -550,42 +550,13 @@ def signature(obj):
     return tuple(sig), leaves, spans
 
 
-def unflatten(sig, leaves):
-    """The object :func:`signature` flattened into ``(sig, leaves)``, for :func:`save`:
-    containers rebuilt with their types and keys, tensors as :class:`_Frozen` (their
-    kind, device and ``requires_grad`` from the signature), arrays and scalars from
-    ``leaves``. A saver process writes the file of this object (``async_save.py``): the
-    same file the original would give."""
-    it = iter(leaves)
-
-    def take(pos):
-        tok = sig[pos]
-        if type(tok) is tuple and tok[0] in ("d", "o", "l", "t"):
-            pos += 1
-            if tok[0] in ("l", "t"):
-                out = []
-                for _ in range(tok[1]):
-                    v, pos = take(pos)
-                    out.append(v)
-                return (out if tok[0] == "l" else tuple(out)), pos
-            out = collections.OrderedDict() if tok[0] == "o" else {}
-            for k in tok[1]:
-                out[k], pos = take(pos)
-            return out, pos
-        v = next(it)
-        if type(tok) is tuple and tok[0] in ("tensor", "parameter", "ndarray"):
-            if type(tok[3]) is not tuple:  # signature's short token: a host array, n-d, of a plain dtype
-                return (v if tok[0] == "ndarray" else _Frozen(v, tok[0], "cpu", tok[3])), pos + 1
-            meta = dict(tok[3])
-            if meta.get("dtype") == "bfloat16":
-                v = v.view(_dtype.bfloat16)
-            if meta.get("0d"):
-                v = v.reshape(())
-            if tok[0] != "ndarray":
-                v = _Frozen(v, tok[0], meta["device"], meta["requires_grad"])
-        return v, pos + 1
-
-    return take(0)[0]
+def _shape_token(a):
+    """An array's shape in its signature token: a non-empty 1-D array (a history that grows
+    each epoch) gives only the byte width its length is stored with in the file, so a
+    kept template takes any length of that width (``_h5write._reuse`` rewrites it)."""
+    if a.ndim == 1 and a.size:
+        return ("n", _h5write._dim_width(a.shape[0], a.itemsize))
+    return a.shape
 
 
 class _Refused(Exception):
@@ -626,8 +597,8 @@ def _sig_item(v, sig, leaves, spans):
                 and a.dtype != _dtype.bfloat16:
             if not a.flags.c_contiguous:
                 a = np.ascontiguousarray(a)
-            sig.append(("tensor", a.dtype.str, a.shape, bool(v.requires_grad)) if t is Tensor
-                       else ("ndarray", a.dtype.str, a.shape, None))
+            sig.append(("tensor", a.dtype.str, _shape_token(a), bool(v.requires_grad)) if t is Tensor
+                       else ("ndarray", a.dtype.str, _shape_token(a), None))
             leaves.append(a)
             return
     arr = _array_item(v)
@@ -635,7 +606,7 @@ def _sig_item(v, sig, leaves, spans):
         kind, a, meta = arr
         if (a.dtype.kind not in _ARRAY_KINDS or a.dtype.fields is not None) and meta.get("dtype") != "bfloat16":
             raise _Refused
-        sig.append((kind, a.dtype.str, a.shape, tuple(meta.items())))
+        sig.append((kind, a.dtype.str, _shape_token(a), tuple(meta.items())))
         leaves.append(a)
         return
     if t not in _LEAF_TYPES and not (isinstance(v, np.generic) and v.dtype.kind in _ARRAY_KINDS):

@@ -117,6 +117,29 @@ def lookup3(buf):
     return int(_lookup3(np.frombuffer(buf, np.uint8)))
 
 
+@exact_jit
+def _lookup3_each(data, ends, out):
+    """``out[k]`` = :func:`_lookup3` of ``data[ends[k-1]:ends[k] - 4]``: the checksums of
+    many headers (each with its 4 checksum bytes at its end) in one call."""
+    start = 0
+    for k in range(ends.size):
+        out[k] = _lookup3(data[start:ends[k] - 4])
+        start = ends[k]
+
+
+def _close_headers(parts, dirty):
+    """Put each rewritten header of ``dirty`` (part -> bytearray) into ``parts`` with its
+    lookup3 recomputed, all in one kernel call."""
+    keys = list(dirty)
+    bufs = [dirty[q] for q in keys]
+    ends = np.cumsum([len(b) for b in bufs])
+    sums = np.empty(len(bufs), np.int64)
+    _lookup3_each(np.frombuffer(b"".join(bufs), np.uint8), ends, sums)
+    for q, buf, c in zip(keys, bufs, sums.tolist()):
+        buf[-4:] = struct.pack("<I", c)
+        parts[q] = bytes(buf)
+
+
 # ---- datatypes (the Datatype message's bytes) --------------------------------------------------
 def _int_type(size, signed):
     return struct.pack("<B3BIHH", 0x10, 0x08 if signed else 0, 0, 0, size, 0, 8 * size)
@@ -232,7 +255,7 @@ class FastWriter:
 
     It also records where each address, leaf and checksum sits, so that a container's
     run of parts can be kept as a :class:`_Template` and put into a later file of an
-    equal subtree (:meth:`reuse`) instead of being walked again."""
+    equal subtree (:func:`_reuse`) instead of being walked again."""
 
     def __init__(self, checksum):
         self.checksum = checksum
@@ -243,6 +266,7 @@ class FastWriter:
         #                         ("value", kind, part, offset, bytes) or None
         self.crcs = []          # per container: [part, offset, CRC of its type and text, items, base]
         #                         items: (leaf - base, kind) of a patchable item, else (None, its digest)
+        self.lens = {}          # leaf (a 1-D array) -> [(part, offset, width, "len" or "fsize")]
         self._last = None       # (header, message index, bytes) of the last attribute value written
         self._data = None       # the leaf slot of the last dataset
 
@@ -348,17 +372,24 @@ class FastWriter:
         self._data = ("array", len(self.parts), len(self.parts) + 1 if self.checksum else -1)
         addr = self._add(data)
         dims = a.shape + (a.itemsize,)
-        enc = max(1, (max(dims).bit_length() + 7) // 8)
+        enc = _dim_width(*dims)
         layout = struct.pack("<5B", 4, 2, 0x02 if self.checksum else 0, len(dims), enc)
         layout += b"".join(d.to_bytes(enc, "little") for d in dims) + b"\x01"       # single-chunk index
         if self.checksum:
             self._add(struct.pack("<I", int(_fletcher32(data))))
             layout += struct.pack("<QI", data.nbytes + 4, 0)                        # filtered size, mask
         layout += struct.pack("<Q", addr)
-        msgs = (_message(_DATASPACE, _dataspace(a.shape)) + _message(_DATATYPE, dt, _CONSTANT)
-                + _FILL_CHUNKED + _message(_LAYOUT, layout))
+        space_dt = _message(_DATASPACE, _dataspace(a.shape)) + _message(_DATATYPE, dt, _CONSTANT) + _FILL_CHUNKED
+        msgs = space_dt + _message(_LAYOUT, layout)
         head = _Header(msgs + _FLETCHER32 if self.checksum else msgs)
         head.fields.append((0, len(msgs) - 8, ("addr",)))
+        if a.ndim == 1:  # where its length is, for a template of another length (_reuse)
+            leaf = len(self.slots)
+            at = len(space_dt) + 4 + 5                          # the layout's first dimension
+            head.fields.append((0, 8, ("len", leaf, 8)))        # the dataspace's
+            head.fields.append((0, at, ("len", leaf, enc)))
+            if self.checksum:
+                head.fields.append((0, at + 2 * enc + 1, ("fsize", leaf, 8)))
         return head
 
     # ---- the file ----
@@ -380,6 +411,8 @@ class FastWriter:
                 elif what[0] == "value":
                     slot = self.slots[what[1]]
                     self.slots[what[1]] = ("value", slot[1], part, off, slot[4])
+                elif what[0] in ("len", "fsize"):
+                    self.lens.setdefault(what[1], []).append((part, off, what[2], what[0]))
                 else:
                     self.crcs[what[1]][:2] = part, off
         return self._add(head + struct.pack("<I", lookup3(head)))
@@ -439,6 +472,15 @@ def _value_bytes(kind, v):
     return np.asarray(v).tobytes()
 
 
+def _dim_width(*dims):
+    """Bytes a dataset's layout message stores each dimension in (the widest one's)."""
+    return max(1, (max(dims).bit_length() + 7) // 8)
+
+
+def _part_size(p):
+    return p.nbytes if isinstance(p, (memoryview, np.ndarray)) else len(p)
+
+
 def _mark(w):
     """Where ``w`` is: (parts, leaves, containers, file position)."""
     return len(w.parts), len(w.slots), len(w.crcs), w.pos
@@ -447,20 +489,30 @@ def _mark(w):
 class _Template:
     """A container's run of parts in a file :class:`FastWriter` built (its subtree: the
     data and headers of its items, then its own header), with where each address, leaf
-    value and ``ng_crc32`` sits in them. :meth:`FastWriter.reuse` puts it into a later
-    file for a subtree of the same ``_format.signature``: only array values, patchable
-    scalar values (int, float, bool, NumPy scalars; str and big ints of the same length)
-    and the run's position may differ, and none changes a header's size, so the run is
-    the same length and :meth:`FastWriter.reuse` rewrites the fields that changed: the
-    new arrays and their fletcher32, the scalars that differ, the ``ng_crc32`` of the
-    containers holding them, every address if the run moved, and those headers' lookup3.
+    value and ``ng_crc32`` sits in them. :func:`_reuse` puts it into a later
+    file for a subtree of the same ``_format.signature``: only array values, the lengths
+    of 1-D arrays (within the byte width their length is stored with), patchable scalar
+    values (int, float, bool, NumPy scalars; str and big ints of the same length) and the
+    run's position may differ, and none changes a header's size, so :func:`_reuse`
+    rewrites the fields that changed: the new arrays and their fletcher32, a 1-D array's
+    length and chunk size, the scalars that differ, the ``ng_crc32`` of the containers
+    holding them, every address if parts moved, and those headers' lookup3.
     The result is byte for byte the walk's (tests/io/test_h5write.py). Holds no array."""
-    __slots__ = ("start", "size", "head", "parts", "addrs", "slots", "values", "crcs", "owner")
+    __slots__ = ("start", "size", "head", "parts", "addrs", "slots", "values", "crcs", "owner", "lens", "sizes",
+                 "part_at")
 
     def __init__(self, w, mark, head_addr):
         p0, l0, c0, start = mark
         self.start, self.size, self.head = start, w.pos - start, head_addr - start
         parts = w.parts[p0:]
+        self.sizes = [_part_size(p) for p in parts]
+        self.part_at = {}   # relative start -> part
+        at = 0
+        for k, n in enumerate(self.sizes):
+            self.part_at[at] = k
+            at += n
+        self.lens = {j - l0: [(q - p0,) + tuple(rest) for q, *rest in v]
+                     for j, v in w.lens.items() if j >= l0}
         self.addrs = {q - p0: w.addrs[q] for q in range(p0, len(w.parts)) if q in w.addrs}
         self.slots = []     # per leaf, relative: ("array", data part, checksum part or -1), ("value", ...) or None
         self.values = []    # (leaf, kind, part, offset, the bytes written)
@@ -498,11 +550,23 @@ def _reuse(w, tpl, leaves):
     delta = start - tpl.start
     parts = list(tpl.parts)
     slots = []
+    sizes = None     # the parts' sizes where a 1-D array's length changed
+    dirty = {}
     for j, slot in enumerate(tpl.slots):
         if slot is None:
             slots.append(None)
         elif slot[0] == "array":
             data = leaves[j].reshape(-1).view(np.uint8)
+            if data.nbytes != tpl.sizes[slot[1]]:   # a 1-D array of another length (its token's width)
+                if sizes is None:
+                    sizes = list(tpl.sizes)
+                sizes[slot[1]] = data.nbytes
+                for q, off, width, what in tpl.lens[j]:
+                    buf = dirty.get(q)
+                    if buf is None:
+                        buf = dirty[q] = bytearray(parts[q])
+                    v = leaves[j].shape[0] if what == "len" else data.nbytes + 4
+                    buf[off:off + width] = v.to_bytes(width, "little")
             parts[slot[1]] = data
             if slot[2] >= 0:
                 parts[slot[2]] = struct.pack("<I", int(_fletcher32(data)))
@@ -511,10 +575,26 @@ def _reuse(w, tpl, leaves):
                 slots.append(("array", slot[1] + p0, -1))
         else:
             slots.append(("value", slot[1], slot[2] + p0, slot[3], slot[4]))
-    dirty = {}
-    if delta:
+    size, head = tpl.size, start + tpl.head
+    if sizes is not None:    # parts moved by different amounts: each address to its part's new start
+        new = []
+        at = start
+        for n in sizes:
+            new.append(at)
+            at += n
+        size, head = at - start, new[tpl.part_at[tpl.head]]
         for q, offs in tpl.addrs.items():
-            buf = dirty[q] = bytearray(parts[q])
+            buf = dirty.get(q)
+            if buf is None:
+                buf = dirty[q] = bytearray(parts[q])
+            for off in offs:
+                old = struct.unpack_from("<Q", buf, off)[0]
+                buf[off:off + 8] = struct.pack("<Q", new[tpl.part_at[old - tpl.start]])
+    elif delta:
+        for q, offs in tpl.addrs.items():
+            buf = dirty.get(q)
+            if buf is None:
+                buf = dirty[q] = bytearray(parts[q])
             for off in offs:
                 buf[off:off + 8] = struct.pack("<Q", struct.unpack_from("<Q", buf, off)[0] + delta)
     changed = set()
@@ -536,14 +616,15 @@ def _reuse(w, tpl, leaves):
         if buf is None:
             buf = dirty[q] = bytearray(parts[q])
         buf[off:off + 8] = struct.pack("<q", crc)
-    for q, buf in dirty.items():
-        buf[-4:] = struct.pack("<I", lookup3(buf[:-4]))
-        parts[q] = bytes(buf)
+    if dirty:
+        _close_headers(parts, dirty)
     w.parts.extend(parts)
-    w.pos += tpl.size
+    w.pos += size
     for q, offs in tpl.addrs.items():
         w.addrs[q + p0] = offs
+    for j, v in tpl.lens.items():
+        w.lens[j + l0] = [(q + p0,) + tuple(rest) for q, *rest in v]
     w.slots.extend(slots)
     for q, off, crc, items in tpl.crcs:
         w.crcs.append([q + p0, off, crc, items, l0])
-    return start + tpl.head
+    return head

@@ -277,6 +277,31 @@ def test_a_file_built_from_kept_subtrees_is_the_walks_file(monkeypatch, checksum
     assert len(reused) - n > 5 and len(reused) - n < 40
 
 
+@pytest.mark.parametrize("checksum", [True, False])
+def test_kept_subtrees_take_1d_arrays_of_another_length(monkeypatch, checksum):
+    """A history that grows each save (1-D arrays) keeps its template: lengths, chunk sizes
+    and every later address are rewritten, byte for byte the walk's file; a length that
+    needs wider dimension fields in the file is walked again."""
+    reused = []
+    real = _h5write._reuse
+    monkeypatch.setattr(_h5write, "_reuse", lambda w, tpl, leaves: reused.append(len(leaves)) or real(w, tpl, leaves))
+    monkeypatch.setattr(_format, "_TEMPLATES", collections.OrderedDict())
+    monkeypatch.setattr(_format, "_SEEN", collections.OrderedDict())
+
+    def state(n):
+        return {"model": {"w": ng.ones(3, 4)},
+                "history": {"epoch": np.arange(n), "loss": np.linspace(0, 1, n),
+                            "steps": {"v": ng.arange(n * 7, dtype=ng.float32)}},
+                "after": {"x": ng.zeros(5), "k": n}, "n": n}
+    for n in (3, 4, 5, 9, 36, 35, 300, 301):
+        built = _format._built(state(n), checksum)
+        assert _bytes(built) == _walked(state(n), checksum), n
+        same(ng.load(io.BytesIO(_bytes(built))), state(n))
+    # the whole file (7 leaves) from the root's template from the third save on, but at 300
+    # (2100 steps: two-byte dimension fields, another signature) and at 301 (its second sighting)
+    assert reused.count(7) == 4, reused
+
+
 def test_a_rebuilt_file_keeps_its_checksums_honest(tmp_path):
     """The patched headers' lookup3 and ng_crc32 are recomputed: HDF5 reads the rebuilt
     file, and a flipped byte in a patched value is still an error."""
