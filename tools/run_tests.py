@@ -30,7 +30,9 @@ of cores), because none of them keeps two cores busy for long:
 ``programs``
     ``python -m pytest tests/programs``: PyTorch-style training scripts run unchanged under
     ``numbagrad.compat.install_torch_alias()`` and under real torch, in subprocesses; after
-    ``cpu``, so their numbagrad runs load the kernels ``cpu`` cached.
+    ``tutorials``, beside the end of ``cpu`` (the core would idle there otherwise: on
+    2 cores ``ptx``, ``avx2`` and ``tutorials`` end ~2.5 minutes before ``cpu``), when
+    ``cpu`` has cached nearly every kernel their numbagrad runs load.
 ``mpi``
     ``python -m pytest tests/distributed``: ``numbagrad.distributed``, DDP, SyncBatchNorm
     and the distributed Trainer in real multi-process runs (``mpiexec -n 2`` and ``-n 3``,
@@ -99,7 +101,7 @@ def phases():
         "avx2": (py + ["-k", AVX2_SELECT] + AVX2_PATHS, AVX2_ENV, None,
                  "torch-parity tests with torch, MKL and numba held to AVX2"),
         "tutorials": (py + ["tutorials"], {}, "avx2", "the tutorial notebooks (nbmake), top to bottom"),
-        "programs": (py + ["tests/programs"], {}, "cpu",
+        "programs": (py + ["tests/programs"], {}, "tutorials",
                      "PyTorch-style programs under the torch alias, against real torch"),
         "mpi": (py + ["tests/distributed"], {}, "cpu", "multi-process runs under mpiexec (numbagrad.distributed)"),
         **{f"cudasim{i}": (py + ["tests/cuda"], {"NUMBA_ENABLE_CUDASIM": "1", "NUMBAGRAD_TEST_SHARD": f"{i}/2"},
