@@ -427,7 +427,7 @@ class _Walk:
 
     def finish(self, g, t, items, digests, ids):
         """Write a container's ``ng_items`` and ``ng_crc32`` (after its items); ``ids``: the
-        leaf number of each item whose value is patchable (``PATCHABLE``), else None."""
+        leaf number of each item whose value is patchable (:func:`_patchable`), else None."""
         text = json.dumps(items)
         self.out.put_str(g, "ng_items", text)
         self.out.put_value(g, "ng_crc32", np.int64(_group_crc(t, text, digests)))

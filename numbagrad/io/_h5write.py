@@ -7,8 +7,8 @@ library's calls, whatever the object's size. The digits main job's per-epoch run
 (29 groups, 30 datasets, ~160 attributes, 250 KB) took 10 ms of CPU to save that way, 60%
 of its 16 ms epoch, so a checkpoint every epoch cost the job 6-15%. Built here, the same
 file takes ~0.6 ms (perf/test_bench_checkpoint.py), and a save of the same structure
-again (the next epoch's) ~0.1 ms: :class:`_Plan` keeps the first file's headers and
-rewrites only the values that changed.
+again (the next epoch's) ~0.1 ms: each container's run of bytes is kept as a
+:class:`_Template`, and a later save of an equal subtree rewrites only what changed.
 
 What it writes is the layout ``_format``'s docstring documents, in HDF5's file format
 (the HDF5 File Format Specification, version 3), using only its newer structures, which
@@ -269,12 +269,6 @@ class FastWriter:
         self.lens = {}          # leaf (a 1-D array) -> [(part, offset, width, "len" or "fsize")]
         self._last = None       # (header, message index, bytes) of the last attribute value written
         self._data = None       # the leaf slot of the last dataset
-
-    @classmethod
-    def from_parts(cls, checksum, parts):
-        out = cls(checksum)
-        out.parts = parts
-        return out
 
     def _add(self, buf):
         addr = self.pos
