@@ -85,3 +85,66 @@ def test_warmup_refuses_unknown_tasks():
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ValueError, match="workers must be"):
             numbagrad.warmup(workers=bad, tasks=["losses"])
+
+
+def _compile_seeing_gc(fn_source):
+    """Compile a fresh ``@njit`` function (no cache) while a ``numba:compile`` listener
+    records ``gc.isenabled()``; what it saw (one entry per compile start)."""
+    import gc
+    import numba
+    from numba.core import event
+
+    seen = []
+
+    class Spy(event.Listener):
+        def on_start(self, ev):
+            seen.append(gc.isenabled())
+
+        def on_end(self, ev):
+            pass
+
+    ns = {}
+    exec(fn_source, ns)  # a new function object: numba compiles it here, whatever ran before
+    f = numba.njit(ns["f"])
+    spy = Spy()
+    event.register("numba:compile", spy)
+    try:
+        assert f(3) == 7
+    finally:
+        event.unregister("numba:compile", spy)
+    return seen
+
+
+def test_no_garbage_collection_while_numba_compiles_and_back_on_after():
+    import gc
+    import numbagrad  # noqa: F401  (installs the listener)
+    assert cache._GC_PAUSE and gc.isenabled()
+    seen = _compile_seeing_gc("def f(x):\n    return 2 * x + 1\n")
+    assert seen == [False]           # off inside the compiler lock
+    assert gc.isenabled()            # on again once numba let the lock go
+    assert cache._GC_PAUSE[0].depth == 0
+
+
+def test_a_programs_own_gc_disable_is_left_alone():
+    import gc
+    import numbagrad  # noqa: F401
+    gc.disable()
+    try:
+        seen = _compile_seeing_gc("def f(x):\n    return x + 4\n")
+        assert seen == [False] and not gc.isenabled()   # not switched on by the pause's end
+    finally:
+        gc.enable()
+
+
+def test_a_failed_compile_still_turns_the_collector_back_on():
+    import gc
+    import numba
+    import numbagrad  # noqa: F401
+
+    @numba.njit
+    def bad(x):
+        return x.no_such_attribute
+
+    with pytest.raises(numba.core.errors.TypingError):
+        bad(1)
+    assert gc.isenabled() and cache._GC_PAUSE[0].depth == 0

@@ -21,9 +21,24 @@ seconds in this process, one line goes to stderr: ``numbagrad: compiling kernels
 run only; later runs load them from <dir>)... N so far``. On a terminal the count updates
 in place and the line ends when the process exits; elsewhere (logs) the line is written
 once. ``NUMBAGRAD_COMPILE_NOTICE=0`` switches it off.
+
+**No garbage collection while numba holds its compiler lock.** Compiling a kernel, or
+loading it from the cache, allocates tens of thousands of short-lived objects (types,
+IR, LLVM wrappers), and each burst sets off full collections that walk every object of
+the process, numba's own large state included. :func:`pause_gc_while_compiling`
+(installed with the compile counter) disables the cyclic collector from the moment a
+thread asks for numba's compiler lock until the last holder lets it go, then enables it
+again (only if it was enabled: a program's own ``gc.disable()`` is left alone).
+The garbage of those compiles is collected at the first collection after it. Measured on
+the digits job (``python -m numbagrad --quiet``, 2 vCPUs, time in the collector): a cold
+cache 0.91-0.97 s -> 0.48 s of a 7.4-7.9 s job (8 full collections -> 1); warm, 210 ->
+140-160 ms. (Pausing it through ``import numbagrad`` too was tried: the deferred
+objects then cost more in the first collections after the import than they saved.)
 """
+import gc
 import os
 import sys
+import threading
 import time
 
 NOTICE_AFTER = 1.0
@@ -131,6 +146,31 @@ class _Notice:
             pass
 
 
+class _GcPause:
+    """``numba:compiler_lock`` event listener: the cyclic garbage collector is off while
+    any thread holds or waits for numba's compiler lock (module docstring). Nested and
+    concurrent holders are counted under a lock of its own."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.depth = 0
+        self.was_enabled = False
+
+    def on_start(self, ev):
+        with self.lock:
+            if self.depth == 0:
+                self.was_enabled = gc.isenabled()
+                if self.was_enabled:
+                    gc.disable()
+            self.depth += 1
+
+    def on_end(self, ev):
+        with self.lock:
+            self.depth -= 1
+            if self.depth == 0 and self.was_enabled:
+                gc.enable()
+
+
 _LISTENER = []
 
 
@@ -154,3 +194,24 @@ def watch_compiles():
     listener = _Listener()
     event.register("numba:compile", listener)
     _LISTENER.append(listener)
+    pause_gc_while_compiling()
+
+
+_GC_PAUSE = []
+
+
+def pause_gc_while_compiling():
+    """Register the :class:`_GcPause` listener for ``numba:compiler_lock`` once (module
+    docstring)."""
+    if _GC_PAUSE:
+        return
+    from numba.core import event
+
+    class _Pause(event.Listener, _GcPause):
+        __init__ = _GcPause.__init__
+        on_start = _GcPause.on_start
+        on_end = _GcPause.on_end
+
+    pause = _Pause()
+    event.register("numba:compiler_lock", pause)
+    _GC_PAUSE.append(pause)
