@@ -182,18 +182,8 @@ def compiled():
 def watch_compiles():
     """Register the compile counter and notice once (the notice stays silent with
     ``NUMBAGRAD_COMPILE_NOTICE=0``)."""
-    if _LISTENER:
-        return
-    from numba.core import event
-
-    class _Listener(event.Listener, _Notice):
-        __init__ = _Notice.__init__
-        on_start = _Notice.on_start
-        on_end = _Notice.on_end
-
-    listener = _Listener()
-    event.register("numba:compile", listener)
-    _LISTENER.append(listener)
+    if not _LISTENER:
+        _LISTENER.append(_listen("numba:compile", _Notice))
     pause_gc_while_compiling()
 
 
@@ -203,15 +193,20 @@ _GC_PAUSE = []
 def pause_gc_while_compiling():
     """Register the :class:`_GcPause` listener for ``numba:compiler_lock`` once (module
     docstring)."""
-    if _GC_PAUSE:
-        return
+    if not _GC_PAUSE:
+        _GC_PAUSE.append(_listen("numba:compiler_lock", _GcPause))
+
+
+def _listen(kind, impl):
+    """An instance of ``impl`` (a class with ``on_start``/``on_end``) registered with
+    numba as a listener of the ``kind`` events."""
     from numba.core import event
 
-    class _Pause(event.Listener, _GcPause):
-        __init__ = _GcPause.__init__
-        on_start = _GcPause.on_start
-        on_end = _GcPause.on_end
+    class _Listener(event.Listener, impl):
+        __init__ = impl.__init__
+        on_start = impl.on_start
+        on_end = impl.on_end
 
-    pause = _Pause()
-    event.register("numba:compiler_lock", pause)
-    _GC_PAUSE.append(pause)
+    listener = _Listener()
+    event.register(kind, listener)
+    return listener
