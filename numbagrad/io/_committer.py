@@ -40,6 +40,8 @@ REQUEST = struct.Struct("<QIQ")
 ANSWER = struct.Struct("<Qii")
 STEPS = {1: "write", 2: "fsync", 3: "rename"}
 BUFFER = 4 << 20
+_IOV_MAX = 1024    # buffers per sendmsg (POSIX's minimum IOV_MAX)
+_RECV = 1 << 16    # bytes asked of one recv of answers
 
 _MAIN = r'''
 import os, secrets, select, socket, struct, sys
@@ -144,28 +146,44 @@ class Committer:
 
     def send(self, i, path, parts, nbytes):
         """Hand over the file ``parts`` (bytes-like, ``nbytes`` in all) to be written at
-        ``path``; raises ``OSError`` if the process is gone."""
+        ``path``; raises ``OSError`` if the process is gone. One ``sendmsg`` of the parts as
+        they are, as a rule (views of them are made only to resume a short write, or
+        to send over ``IOV_MAX`` pieces)."""
         p = os.fsencode(path)
-        bufs = [memoryview(REQUEST.pack(i, len(p), nbytes) + p)] + [memoryview(x).cast("B") for x in parts]
+        head = REQUEST.pack(i, len(p), nbytes) + p
+        if len(parts) < _IOV_MAX:
+            n = self.sock.sendmsg([head, *parts])
+            if n == len(head) + nbytes:
+                return
+        else:
+            n = 0
+        bufs = [memoryview(head)] + [memoryview(x).cast("B") for x in parts]
         k = 0
         while k < len(bufs):
-            n = self.sock.sendmsg(bufs[k:k + 1024])
             while k < len(bufs) and n >= bufs[k].nbytes:
                 n -= bufs[k].nbytes
                 k += 1
             if n:
                 bufs[k] = bufs[k][n:]
+            if k < len(bufs):
+                n = self.sock.sendmsg(bufs[k:k + _IOV_MAX])
 
     def answers(self, timeout=0.0):
         """``[(save id, step, errno), ...]`` that arrived, waiting up to ``timeout``
         seconds (None: without limit) for the first; raises ``EOFError`` once the
-        process is gone and every answer it gave was read."""
-        import select
-        if timeout != 0.0 and len(self._buf) < ANSWER.size:
-            select.select([self.sock], [], [], timeout)
+        process is gone and every answer it gave was read. One ``recv`` as a rule (a
+        ``select`` before it for a finite wait)."""
+        sock = self.sock
         while True:
             try:
-                data = self.sock.recv(1 << 16, socket.MSG_DONTWAIT)
+                if len(self._buf) >= ANSWER.size or timeout == 0.0:
+                    data = sock.recv(_RECV, socket.MSG_DONTWAIT)
+                elif timeout is None:
+                    data = sock.recv(_RECV)
+                else:
+                    import select
+                    select.select([sock], [], [], timeout)
+                    data = sock.recv(_RECV, socket.MSG_DONTWAIT)
             except BlockingIOError:
                 break
             except OSError:
@@ -175,6 +193,8 @@ class Committer:
                     raise EOFError
                 break
             self._buf += data
+            if len(data) < _RECV:
+                break
         n = len(self._buf) // ANSWER.size
         out = [ANSWER.unpack_from(self._buf, k * ANSWER.size) for k in range(n)]
         self._buf = self._buf[n * ANSWER.size:]

@@ -241,3 +241,27 @@ def test_snapshot_keeps_types_and_values(tmp_path):
     ng.save(snap, tmp_path / "b.ckpt")
     _assert_same(ng.load(tmp_path / "a.ckpt"), ng.load(tmp_path / "b.ckpt"))
     assert type(ng.load(tmp_path / "b.ckpt")["p"]) is nn.Parameter
+
+
+def test_the_commit_process_gets_every_byte_of_many_parts_and_large_files(tmp_path):
+    """``Committer.send`` hands over a file in one ``sendmsg`` of its parts where it can;
+    more parts than ``IOV_MAX`` and a file larger than the socket's buffer (a blocking
+    send, possibly cut short) must still arrive whole and in order."""
+    from numbagrad.io import _committer
+    rng = np.random.default_rng(0)
+    many = [bytes(rng.integers(0, 256, int(rng.integers(1, 40)), dtype=np.uint8)) for _ in range(3000)]
+    big = [rng.integers(0, 256, 3 << 20, dtype=np.uint8), b"tail", rng.integers(0, 256, 5 << 20, dtype=np.uint8)]
+    c = _committer.Committer()
+    try:
+        for k, parts in enumerate((many, big, many[:5])):
+            path = str(tmp_path / f"f{k}.bin")
+            c.send(k, path, parts, sum(len(p) if isinstance(p, bytes) else p.nbytes for p in parts))
+            got = []
+            while not got:
+                got = c.answers(None)
+            assert got == [(k, 0, 0)]
+            with open(path, "rb") as fh:
+                assert fh.read() == b"".join(bytes(p) for p in parts)
+    finally:
+        c.close()
+        c.exit_code()
