@@ -568,13 +568,17 @@ def _install_operators():
     def _r(fn):
         return lambda self, other: fn(other, self)
 
-    T.__add__ = lambda s, o: ops.add(s, o)
-    T.__radd__ = lambda s, o: ops.add(s, o)
-    T.__sub__ = lambda s, o: ops.sub(s, o)
+    # the common binary operators are the op functions themselves (a frame less per call:
+    # ``a + b`` is ``add(a, b)``); their extra parameters (``alpha``, ``rounding_mode``)
+    # keep their defaults under an operator
+
+    T.__add__ = ops.add
+    T.__radd__ = ops.add
+    T.__sub__ = ops.sub
     T.__rsub__ = _r(ops.sub)
-    T.__mul__ = lambda s, o: ops.mul(s, o)
-    T.__rmul__ = lambda s, o: ops.mul(s, o)
-    T.__truediv__ = lambda s, o: ops.div(s, o)
+    T.__mul__ = ops.mul
+    T.__rmul__ = ops.mul
+    T.__truediv__ = ops.div
     T.__rtruediv__ = _r(ops.div)
     T.__floordiv__ = lambda s, o: ops.floor_divide(s, o)
     T.__rfloordiv__ = _r(ops.floor_divide)
@@ -582,7 +586,7 @@ def _install_operators():
     T.__rmod__ = _r(ops.remainder)
     T.__pow__ = lambda s, o: ops.pow(s, o)
     T.__rpow__ = _r(ops.pow)
-    T.__matmul__ = lambda s, o: ops.matmul(s, o)
+    T.__matmul__ = ops.matmul
     T.__rmatmul__ = _r(ops.matmul)
     T.__neg__ = lambda s: ops.neg(s)
     T.__pos__ = lambda s: s

@@ -142,9 +142,9 @@ class Function:
         if not (any_req and _state.enabled):
             result = tuple(_wrap_plain(o) for o in out) if multi else _wrap_plain(out)
         else:
-            ctx.next_edges = tuple(
+            ctx.next_edges = tuple([  # a list display: no generator frame per op
                 None if not r else ((a, -1) if a.grad_fn is None else (a.grad_fn, a._out_idx))
-                for a, r in zip(args, needs))
+                for a, r in zip(args, needs)])
             ctx._out_hooks = None
             ctx._freed = False
             ctx._trace = traceback.format_stack()[:-1] if _anomaly.enabled else None

@@ -10,6 +10,8 @@ not activations and are left out. ``numbagrad.memory_stats()`` reports the curre
 This runs for every recorded op, so it is kept to a few dict operations; it relies on
 the GIL (no lock), as the graph itself does.
 """
+from numpy import ndarray as _ndarray
+
 _live = {}        # id(root buffer) -> [holders, nbytes, buffer]
 _totals = [0, 0]  # current bytes, peak bytes
 
@@ -51,9 +53,13 @@ def record(ctx, args):
     live = _live
     params = None  # id(root) of the parameters' arrays among args, computed on first need
     for s in ctx._saved:
-        if getattr(s, "nbytes", None) is None:
+        if type(s) is _ndarray:  # the common case, without getattr
+            r = s.base
+            r = s if r is None else _root(r)
+        elif getattr(s, "nbytes", None) is None:
             continue
-        r = _root(s)
+        else:
+            r = _root(s)
         k = id(r)
         if k in keys:
             continue

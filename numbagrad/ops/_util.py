@@ -6,6 +6,9 @@ from ..backend.dispatch import _BY_ARRAY_TYPE
 from ..tensor import Tensor
 
 
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)  # the dtypes of the fast paths below
+
+
 def be_of(*arrays):
     """The backend of the first argument that is a backend array (others may be scalars)."""
     for a in arrays:
@@ -31,11 +34,12 @@ def binary_operands(a, b, opname):
     """
     ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
     if ta and tb:
-        da, db = a.array.dtype, b.array.dtype
-        if type(a.array) is not type(b.array):
+        aa, ba = a.array, b.array
+        da, db = aa.dtype, ba.dtype
+        if type(aa) is not type(ba):
             raise RuntimeError(f"{opname}: expected all tensors to be on the same device, got "
                                f"{a.device} and {b.device} (shapes {tuple(a.shape)} and {tuple(b.shape)})")
-        if a.shape != b.shape:  # a mismatch raises here, naming the op (NumPy's error names none)
+        if aa.shape != ba.shape:  # a mismatch raises here, naming the op (NumPy's error names none)
             for x, y in zip(reversed(a.shape), reversed(b.shape)):
                 if x != y and x != 1 and y != 1:
                     broadcast_shape(opname, a.shape, b.shape)
@@ -48,8 +52,16 @@ def binary_operands(a, b, opname):
                 b = cast(b, d)
         return a, b
     if ta:
+        if type(b) is float or type(b) is int:  # the common case: a float tensor keeps its dtype
+            d = a.array.dtype
+            if d is _F32 or d is _F64:
+                return a, d.type(b)
         return _with_scalar(a, b, opname), _scalar(b, a, opname)
     if tb:
+        if type(a) is float or type(a) is int:
+            d = b.array.dtype
+            if d is _F32 or d is _F64:
+                return d.type(a), b
         return _scalar(a, b, opname), _with_scalar(b, a, opname)
     raise TypeError(f"{opname}: expected at least one Tensor operand, got "
                     f"{type(a).__name__} and {type(b).__name__}")
@@ -90,6 +102,10 @@ def float_operands(opname, *ts, upcast_bfloat16=False):
     float dtype; float16 is computed in float32 (no @njit type), and so is bfloat16 when
     ``upcast_bfloat16`` (the losses; other ops keep it). Returns ``(tensors, back)``: ``back``
     is the dtype to cast the result back to with :func:`cast_back` (float16), else None."""
+    if len(ts) == 1:
+        d = ts[0].array.dtype
+        if d is _F32 or d is _F64:  # the common case: nothing to cast
+            return [ts[0]], None
     from .shape import cast
     d = ts[0].dtype
     for t in ts[1:]:

@@ -46,13 +46,12 @@ class _Activation(Function):
     @staticmethod
     def forward(ctx, x, *params):
         be = backend_of(x)
-        dt = x.dtype.type
-        p = tuple(dt(v) for v in params)
+        p = tuple([x.dtype.type(v) for v in params]) if params else ()
         out = be.empty(x.shape, x.dtype)
         be.kernel("activation", ctx.fwd_kernel)(be.flat(x), *p, out.reshape(-1))
         ctx.params = p
         s = ctx.saves
-        ctx.save_for_backward(*(x if c == "x" else out for c in s))
+        ctx.save_for_backward(*((x,) if s == "x" else (out,) if s == "y" else (x, out)))
         return out
 
     @staticmethod
