@@ -170,11 +170,6 @@ class Function:
     def name(self):
         return type(self).__name__
 
-    def __del__(self):
-        d = self.__dict__
-        if "_saved_keys" in d:
-            _saved_stats.release(self)
-
     def __repr__(self):
         return f"<{type(self).__name__}>"
 

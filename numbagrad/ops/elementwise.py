@@ -20,10 +20,11 @@ def _shape(x):
 # ---- binary arithmetic -------------------------------------------------------------------
 class Add(Function):
     _op = "add"  # Sub: "sub", whose gradient for ``b`` is negated
+    __slots__ = ("shapes",)  # a slot: the node makes no __dict__
 
     @staticmethod
     def forward(ctx, a, b):
-        ctx.shapes = (_shape(a), _shape(b))
+        ctx.shapes = (a.shape, b.shape)  # arrays or NumPy scalars (binary_operands)
         return be_of(a, b).add(a, b)   # NOTE: a literal call: the per-op path of the tiniest ops
 
     @staticmethod
@@ -38,10 +39,11 @@ class Add(Function):
 
 class Sub(Add):
     _op = "sub"
+    __slots__ = ()
 
     @staticmethod
     def forward(ctx, a, b):
-        ctx.shapes = (_shape(a), _shape(b))
+        ctx.shapes = (a.shape, b.shape)
         return be_of(a, b).sub(a, b)
 
 
