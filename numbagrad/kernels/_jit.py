@@ -89,9 +89,21 @@ def serial_copy(dispatcher, suffix):
 
 
 def scalar_helper(fn):
-    """A scalar function inlined into kernels of every target (CPU now, CUDA later)."""
+    """A scalar function inlined into kernels of every target (``kernels/scalar.py``: the
+    CPU kernels and the CUDA ones call it); numba inlines its IR at each call site."""
     return njit(cache=config.CACHE, fastmath=config.FASTMATH, error_model="numpy",
                 inline="always")(fn)
+
+
+def cpu_helper(fn):
+    """A helper of the CPU kernels only (``kernels/cpu/``): an ordinary ``cpu_jit``
+    function, called, not inlined by numba. LLVM inlines it into its callers all the
+    same (the callee's module is linked in before the final optimisation), so the
+    machine code runs as fast, but numba types and compiles it once per signature instead
+    of once per call site: ``_rowreduce.vmax`` calls its ``_larger`` 15 times, and
+    ``loss._max8`` took 0.47 s to compile with ``inline='always'`` against 0.26 s with
+    calls; the same 50k-element max ran in 7.2 us either way."""
+    return _njit(fn, False)
 
 
 class FlatKernel:

@@ -46,7 +46,7 @@ import numpy as np
 from numba import prange, types
 
 from ...backend import config
-from .._jit import cpu_jit, scalar_helper
+from .._jit import cpu_helper, cpu_jit
 
 __all__ = ["gemm", "matmul", "private_blas_available", "serial_private_blas", "prime"]
 
@@ -67,7 +67,7 @@ _COL_MAJOR = 102
 _N, _T = 111, 112          # CblasNoTrans, CblasTrans
 
 
-@scalar_helper
+@cpu_helper
 def _operand(a, isz):
     """(transpose flag, leading dimension) of a row-major 2-D block for the column-major
     BLAS, which sees it transposed: unit stride along columns -> 'n', along rows -> 't'."""
@@ -79,7 +79,7 @@ def _operand(a, isz):
     return _T, max(s1, m, 1)
 
 
-@scalar_helper
+@cpu_helper
 def gemm(a, b, c, beta):
     """``c = a @ b + beta * c`` for 2-D float32/float64 blocks, each with a unit stride in
     one dimension (``c`` in its last); one single-threaded BLAS call, in the caller's
