@@ -17,6 +17,33 @@ def test_digits_importable_from_both_places():
     assert d.load_digits is ds.load_digits and d.train_test_split is ds.train_test_split
 
 
+def test_load_digits_is_scikit_learns_digits_read_without_importing_it():
+    """``load_digits`` reads scikit-learn's bundled file itself; the values are
+    ``sklearn.datasets.load_digits()``'s (scaled to [0, 1]) in a process that never
+    imports scikit-learn for them."""
+    import subprocess
+    import sys
+    code = ("import sys, numbagrad.data as d; X, y = d.load_digits(as_numpy=True); "
+            "print(int('sklearn' in sys.modules), X.shape, X.dtype, y.dtype, float(X.sum()), int(y.sum()))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out[0] == "0", "scikit-learn was imported to load the digits"
+    from sklearn.datasets import load_digits as sk_load
+    ref = sk_load()
+    X, y = ng.data.load_digits(as_numpy=True)
+    np.testing.assert_array_equal(X, (ref.data / 16.0).astype(np.float32))
+    np.testing.assert_array_equal(y, ref.target)
+    assert X.dtype == np.float32 and y.dtype == np.int64 and X.shape == (1797, 64)
+    assert float(out[-2]) == float(X.sum()) and int(out[-1]) == int(y.sum())
+
+
+def test_load_digits_falls_back_to_scikit_learn_when_its_file_is_not_as_expected(monkeypatch):
+    from numbagrad.data.datasets import digits
+    monkeypatch.setattr(digits, "_SKLEARN_FILE", ("datasets", "data", "no-such-file.csv.gz"))
+    from sklearn.datasets import load_digits as sk_load
+    X, y = digits.load_digits(as_numpy=True)
+    np.testing.assert_array_equal(y, sk_load().target)
+
+
 # ---- IDX ------------------------------------------------------------------------------
 _CODES = {np.dtype("u1"): 0x08, np.dtype("i1"): 0x09, np.dtype("i2"): 0x0B, np.dtype("i4"): 0x0C,
           np.dtype("f4"): 0x0D, np.dtype("f8"): 0x0E}
