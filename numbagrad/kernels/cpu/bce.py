@@ -25,7 +25,7 @@ Transcendentals: libm ``exp`` + ``log1p`` in the loop do not vectorise, so the l
 the forward over 1M float32 elements takes 2.2 ms against 16 ms with libm and 3.8 ms for
 the NumPy composition (more: ``perf/README.md``, "Measurement notes", ``kernels/cpu/bce.py``).
 Two details keep the loops vectorised: the float64 total is summed per row after the loop
-(``_sum8`` over the row, in L1), and the upstream gradient is applied in a second pass over the row, not chosen per element.
+(``_rowreduce.vsum`` over the row, in L1), and the upstream gradient is applied in a second pass over the row, not chosen per element.
 Rows are ``prange`` tasks: ``L`` is a per-last-dim operand's length, else a chunk of
 4096 elements chosen by the caller. ``tests/nn/test_loss_pointwise.py`` checks both
 twins against the composed float64 formula.
@@ -37,7 +37,8 @@ from numba.extending import overload
 
 from .._jit import flat_kernel, scalar_helper
 from .. import scalar as S
-from .loss import _sum8, vexp
+from ._rowreduce import vsum
+from .loss import vexp
 
 # the names be.kernel(family, name) resolves (see numbagrad/kernels/__init__.py)
 ENTRY_POINTS = ("bce_logits_fwd", "bce_logits_bwd")
@@ -122,7 +123,7 @@ def _bce_logits_fwd_cpu(x, y, w, w_rs, pw, pw_rs, has_w, has_pw, L, loss, need_t
             lr[j] = v
         # summed after the loop (row in L1): a float64 running sum in the loop would
         # keep it from vectorising (22 ms against 1.5 ms per 1M float32)
-        total += _sum8(lr, m)
+        total += vsum(lr[:m], 0.0)
     return total
 
 

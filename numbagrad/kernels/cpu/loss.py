@@ -28,9 +28,9 @@ relative error below one machine epsilon in both dtypes. A fused forward keeps e
 row in L1, so it beats "shift, NumPy exp, normalise" passes over memory.
 Row reductions are ``_rowreduce``'s, with eight independent accumulators: without
 ``fastmath`` LLVM may not reorder a float sum, and one accumulator runs at the add latency.
-The row helpers here wrap them in ordinary @njit functions called from the kernels, not
-``inline='always'``: inlined into the ``prange`` bodies they made each parallel twin take
-~7 s to compile (~1 s as calls, same run time).
+The kernels call them (``_rowreduce``'s helpers are ``cpu_helper`` functions, inlined by
+LLVM), not ``inline='always'``: inlined by numba into the ``prange`` bodies they made each
+parallel twin take ~7 s to compile (~1 s as calls, same run time).
 Sums accumulate in float64 whatever the input dtype.
 """
 import math
@@ -166,24 +166,12 @@ def _vexp_impl(y):
 
 
 @cpu_jit
-def _max8(a, n):
-    """max of a[:n] (n >= 1) with eight independent running maxima."""
-    return vmax(a[:n])
-
-
-@cpu_jit
-def _sum8(a, n):
-    """sum of a[:n] in float64 with eight independent accumulators."""
-    return vsum(a[:n], 0.0)
-
-
-@cpu_jit
 def _softmax_row(xr, pr, C):
     """Write the softmax of ``xr`` into ``pr`` and return the row's log-sum-exp."""
-    m = _max8(xr, C)
+    m = vmax(xr[:C])
     for c in range(C):
         pr[c] = vexp(xr[c] - m)
-    s = _sum8(pr, C)
+    s = vsum(pr[:C], 0.0)
     inv = type(pr[0])(1.0 / s)
     for c in range(C):
         pr[c] = pr[c] * inv
@@ -227,9 +215,9 @@ def _cross_entropy_fwd_cpu(x, target, weight, has_weight, ignore_index, smoothin
                 xw = 0.0      # dot here made every class-index forward compile ~0.45 s longer)
                 for c in range(C):
                     xw += np.float64(xr[c]) * np.float64(weight[c])
-                acc = _sum8(weight, C) * lse - xw
+                acc = vsum(weight[:C], 0.0) * lse - xw
             else:
-                acc = C * lse - _sum8(xr, C)
+                acc = C * lse - vsum(xr[:C], 0.0)
             li += smoothing / C * acc
         loss[i] = li
         row_w[i] = wt
@@ -251,7 +239,7 @@ def _cross_entropy_bwd_cpu(prob, target, weight, has_weight, ignore_index, smoot
     C = ncls
     wsum = 0.0
     if has_weight:
-        wsum = _sum8(weight, C)
+        wsum = vsum(weight[:C], 0.0)
     for i in prange(n):
         t = target[i]
         pr = prob[i * C:(i + 1) * C]
