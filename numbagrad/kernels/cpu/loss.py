@@ -110,7 +110,7 @@ def _vexp_core(yc):
     return math.exp(yc)
 
 
-@overload(_vexp_core, inline="always")
+@overload(_vexp_core)
 def _vexp_core_impl(yc):
     if yc == types.float32:
         log2e, ln2_hi, ln2_lo, magic, magic_bits, lo, half, one = _E32
@@ -160,7 +160,7 @@ def _vexp_overload(y, branch_free=False):
     return impl
 
 
-@overload(vexp, inline="always")
+@overload(vexp)
 def _vexp_impl(y):
     return _vexp_overload(y)
 
