@@ -142,3 +142,43 @@ def test_a_size_first_seen_while_contended_is_probed_and_frees_the_cores(monkeyp
     time.sleep(0.02)
     k(a)                             # the next probe is as fast: the cores are free
     assert not _threads.state()["contended"]
+
+
+def test_loss_totals_do_not_depend_on_the_thread_count():
+    """A loss kernel's sums (the loss value; cross-entropy's weight total, which scales the
+    gradient of a weighted mean) are summed in row order after the rows, not as a ``prange``
+    reduction, whose per-thread partials made them change in the last bit when a busy
+    machine put the parallel twin on one thread."""
+    if numba.get_num_threads() < 2:
+        pytest.skip("one thread: nothing to compare")
+    from numbagrad.kernels.cpu import bce, loss
+    rng = np.random.default_rng(0)
+    n, C = 512, 257
+    x = rng.standard_normal(n * C).astype(np.float32)
+    t = rng.integers(0, C, n)
+    w = (rng.random(C) + 0.1).astype(np.float32)
+    soft = rng.random(n * C).astype(np.float32)
+
+    def ce():
+        out = [np.empty(n * C, np.float32), np.empty(n, np.float32), np.empty(n, np.float32)]
+        return loss._cross_entropy_fwd_cpu.parallel(x, t, w, True, -100, 0.1, C, *out)[:2]
+
+    def ce_soft():
+        out = [np.empty(n * C, np.float32), np.empty(n, np.float32), np.empty(n, np.float32)]
+        return loss._cross_entropy_soft_fwd_cpu.parallel(x, soft, w, True, 0.0, C, *out)
+
+    def bce_fwd():
+        y = (soft > 0.5).astype(np.float32)
+        return bce._bce_logits_fwd_cpu.parallel(x, y, x, 0, x, 0, False, False, 4096, np.empty_like(x), True)
+
+    for f in (ce, ce_soft, bce_fwd):
+        free = f()
+        _threads.set_contended(True)     # the same parallel twin on a team of one
+        busy = f()
+        _threads.reset()
+        assert busy == free, (f.__name__, busy, free)
+    # and the values are the sums they stand for
+    out = [np.empty(n * C, np.float32), np.empty(n, np.float32), np.empty(n, np.float32)]
+    total, wtot, nbad = loss._cross_entropy_fwd_cpu.parallel(x, t, w, True, -100, 0.0, C, *out)
+    assert nbad == 0 and wtot == pytest.approx(float(w[t].astype(np.float64).sum()), rel=1e-12)
+    assert total == pytest.approx(float(out[1].astype(np.float64).sum()), rel=1e-12)

@@ -31,7 +31,12 @@ While contended, a kernel runs the same compiled code on one thread: numba's thr
 is set to 1 around the call (``_set_num_threads``, thread-local, ~0.4 us), so OpenMP forms
 a team of one and no barrier waits for a descheduled worker. Nothing compiles, and every
 argument, the task count included, is the caller's, so the bits are those of a parallel
-launch; only the time differs. (A serial twin compiled on first contention took 6 s on the
+launch; only the time differs. That holds because no kernel keeps a float ``prange``
+*reduction* (a scalar accumulated across iterations): numba splits one into a partial per
+thread, so its result would change in the last bit with the team's size. Kernels write
+per-row or per-chunk results to arrays and sum them after the loop in a fixed order
+(``kernels/cpu/loss.py``'s ``_ordered_sum``; tests/test_threads.py holds the loss totals to
+it); integer counts and max/min need no such care. (A serial twin compiled on first contention took 6 s on the
 busy machine.) ``state()`` says what the
 detector sees; ``reset()`` forgets it (tests).
 

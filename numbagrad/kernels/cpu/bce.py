@@ -121,9 +121,14 @@ def _bce_logits_fwd_cpu(x, y, w, w_rs, pw, pw_rs, has_w, has_pw, L, loss, need_t
             if has_w:
                 v = v * w[r * w_rs + j]
             lr[j] = v
-        # summed after the loop (row in L1): a float64 running sum in the loop would
-        # keep it from vectorising (22 ms against 1.5 ms per 1M float32)
-        total += vsum(lr[:m], 0.0)
+    # the rows' sums in row order, after the rows: not a prange reduction, whose per-thread
+    # partial sums would depend on the thread count (see loss._ordered_sum). Each row is
+    # summed by vsum: a float64 running sum in the loop above would keep it from
+    # vectorising (22 ms against 1.5 ms per 1M float32).
+    if need_total:
+        for r in range(nrows):
+            i0, m = _row_span(r, L, n)
+            total += vsum(loss[i0:i0 + m], 0.0)
     return total
 
 

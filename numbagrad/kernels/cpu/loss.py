@@ -166,6 +166,18 @@ def _vexp_impl(y):
 
 
 @cpu_jit
+def _ordered_sum(a, n):
+    """sum of a[:n] in float64, in index order (a serial loop after a ``prange`` loop:
+    the same bits whatever the thread count, which a ``prange`` reduction's per-thread
+    partial sums are not; AdaptiveKernel runs a parallel twin on one thread on a busy
+    machine, and a row's loss must not change with that)."""
+    s = 0.0
+    for i in range(n):
+        s += a[i]
+    return s
+
+
+@cpu_jit
 def _softmax_row(xr, pr, C):
     """Write the softmax of ``xr`` into ``pr`` and return the row's log-sum-exp."""
     m = vmax(xr[:C])
@@ -189,8 +201,6 @@ def _cross_entropy_fwd_cpu(x, target, weight, has_weight, ignore_index, smoothin
     """
     n = target.size
     C = ncls
-    total = 0.0
-    wtot = 0.0
     nbad = 0
     for i in prange(n):
         t = target[i]
@@ -221,9 +231,9 @@ def _cross_entropy_fwd_cpu(x, target, weight, has_weight, ignore_index, smoothin
             li += smoothing / C * acc
         loss[i] = li
         row_w[i] = wt
-        total += li
-        wtot += wt
-    return total, wtot, nbad
+    # the sums in row order, after the rows (_ordered_sum): not as prange reductions,
+    # whose per-thread partial sums would make them depend on the thread count
+    return _ordered_sum(loss, n), _ordered_sum(row_w, n), nbad
 
 
 @flat_kernel
@@ -272,7 +282,6 @@ def _cross_entropy_soft_fwd_cpu(x, target, weight, has_weight, smoothing, ncls, 
     backward. Returns the sum of the row losses."""
     n = loss.size
     C = ncls
-    total = 0.0
     eps_c = smoothing / C
     for i in prange(n):
         xr = x[i * C:(i + 1) * C]
@@ -289,8 +298,7 @@ def _cross_entropy_soft_fwd_cpu(x, target, weight, has_weight, smoothing, ncls, 
             li += y * (lse - xr[c])
         loss[i] = li
         ywsum[i] = yw
-        total += li
-    return total
+    return _ordered_sum(loss, n)
 
 
 @flat_kernel
