@@ -98,6 +98,8 @@ def test_the_stub_ships_and_imports_are_unchanged():
     cfg.read(os.path.join(ROOT, "setup.cfg"))
     data = cfg.get("options.package_data", "numbagrad", fallback="")
     assert "tensor.pyi" in data.split()
+    # PEP 561: without the marker, type checkers ignore an installed package's stubs
+    assert "py.typed" in data.split() and os.path.isfile(os.path.join(ROOT, "numbagrad", "py.typed"))
     import numbagrad.tensor  # noqa: F401  (a .pyi is never imported: the module is tensor.py)
     assert importlib.util.find_spec("numbagrad.tensor").origin.endswith("tensor.py")
 
