@@ -8,9 +8,8 @@ in order, so a result's bits depend only on the row, not on the caller.
 Every helper is a :func:`~numbagrad.kernels._jit.cpu_helper`: called, and inlined by
 LLVM, not by numba (``vmax`` calls ``_larger`` 15 times: numba-level inlining made
 the max of a row in ``loss.py`` take 0.47 s to compile, calls 0.26 s, the same machine
-code speed).
-``loss.py``'s ``prange`` bodies call them too
-(see its module docstring: compile time).
+code speed). ``loss.py``'s ``prange`` bodies call them too (see its module docstring:
+compile time).
 """
 from .._jit import cpu_helper
 

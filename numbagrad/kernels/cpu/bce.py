@@ -24,8 +24,10 @@ Transcendentals: libm ``exp`` + ``log1p`` in the loop do not vectorise, so the l
 :func:`~numbagrad.kernels.cpu.loss.vexp` and :func:`vlog1p_unit` below (both vectorise):
 the forward over 1M float32 elements takes 2.2 ms against 16 ms with libm and 3.8 ms for
 the NumPy composition (more: ``perf/README.md``, "Measurement notes", ``kernels/cpu/bce.py``).
-Two details keep the loops vectorised: the float64 total is summed per row after the loop
-(``_rowreduce.vsum`` over the row, in L1), and the upstream gradient is applied in a second pass over the row, not chosen per element.
+Two details keep the loops vectorised: the float64 total is not summed in the element loop
+but row by row with ``_rowreduce.vsum`` in a pass after all rows (in row order, so it does
+not depend on the thread count), and the upstream gradient is applied in a second pass over
+the row, not chosen per element.
 Rows are ``prange`` tasks: ``L`` is a per-last-dim operand's length, else a chunk of
 4096 elements chosen by the caller. ``tests/nn/test_loss_pointwise.py`` checks both
 twins against the composed float64 formula.
