@@ -14,7 +14,11 @@ clock; the ranks are in lock step through the gradient all-reduce).
 buckets, hooks and end-of-backward wait exactly as a backward pass drives them (fresh
 ``.grad`` arrays each round, as after ``zero_grad()``), against one raw ``MPI.Allreduce``
 of a 10M buffer, rounds interleaved, a barrier before each timed call. ``gloo``: torch's
-``all_reduce`` of a 10M tensor over gloo as well (same ranks, TCP on localhost).
+``all_reduce`` of a 10M tensor over gloo as well (same ranks, TCP on localhost). Two
+floors, interleaved with them, both ranks at once and no communication: ``copy``, the
+four fresh gradients copied into one 10M buffer (what any bucketed all-reduce of fresh
+``.grad`` arrays must do first, torch's DDP too), and ``scale``, a 10M buffer multiplied in
+place by ``1/world_size`` (what averaging gradients already in the buckets adds to a sum).
 """
 import json
 import os
@@ -142,7 +146,8 @@ def run_allreduce(rounds, dist, gloo):
         tdist.init_process_group("gloo", init_method="tcp://127.0.0.1:29517", rank=_world_rank,
                                  world_size=_world_size)
         tg = torch.zeros(N_ALLREDUCE)
-    out = {"ddp": [], "raw": [], "gloo": []}
+    out = {"ddp": [], "raw": [], "gloo": [], "copy": [], "scale": []}
+    scale = np.float32(1.0 / _world_size)
     for _ in range(rounds):
         for kind in out:
             if kind == "gloo" and tg is None:
@@ -154,6 +159,13 @@ def run_allreduce(rounds, dist, gloo):
                 ddp_sync()
             elif kind == "raw":
                 comm.Allreduce(MPI.IN_PLACE, raw, op=MPI.SUM)
+            elif kind == "copy":
+                lo = 0
+                for g in grads:
+                    np.copyto(raw[lo:lo + g.size], g)
+                    lo += g.size
+            elif kind == "scale":
+                np.multiply(raw, scale, out=raw)
             else:
                 tdist.all_reduce(tg)
             out[kind].append(time.perf_counter() - t0)
