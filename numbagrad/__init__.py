@@ -38,6 +38,7 @@ from . import accelerator, amp, backends, cpu, distributed, onnx, serialization,
 from .amp import autocast, GradScaler  # noqa: E402,F401
 from .serialization import save, load  # noqa: E402,F401
 from . import io  # noqa: E402,F401  (checkpoints; above nn/optim/data, which never import it)
+from . import special  # noqa: E402,F401  (torch.special: the special functions under torch's names)
 from . import metrics  # noqa: E402,F401  (numbagrad.metrics: classification/regression metrics, evaluate)
 from . import train  # noqa: E402,F401  (numbagrad.train: Trainer, callbacks, History)
 from . import warmup  # noqa: E402,F401  (numbagrad.warmup(): compile the common kernels ahead, on every core)

@@ -648,3 +648,13 @@ NO_ROW = {
                  "poisson_nll_loss", "sigmoid_focal_loss", "smooth_l1_loss", "triplet_margin_loss",
                  "triplet_margin_with_distance_loss")},
 }
+
+
+# rows kept in files of their own, one per ops module (imported last: they use the helpers above)
+from opdb_linalg import ROWS as _ROWS_LINALG, NO_ROW as _NO_ROW_LINALG  # noqa: E402
+from opdb_scan import ROWS as _ROWS_SCAN, NO_ROW as _NO_ROW_SCAN  # noqa: E402
+from opdb_special import ROWS as _ROWS_SPECIAL, NO_ROW as _NO_ROW_SPECIAL  # noqa: E402
+
+for _rows, _reasons in ((_ROWS_LINALG, _NO_ROW_LINALG), (_ROWS_SCAN, _NO_ROW_SCAN), (_ROWS_SPECIAL, _NO_ROW_SPECIAL)):
+    add(*_rows)
+    NO_ROW.update(_reasons)

@@ -34,3 +34,6 @@ from .conv import *  # noqa: F401,F403
 from .rnn import *  # noqa: F401,F403
 from .sorting import *  # noqa: F401,F403
 from .pointwise import *  # noqa: F401,F403
+from .linalg_basic import *  # noqa: F401,F403
+from .special_fns import *  # noqa: F401,F403
+from .scan import *  # noqa: F401,F403
