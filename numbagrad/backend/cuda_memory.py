@@ -12,6 +12,17 @@ A block returns to its free list when the last array viewing it is garbage colle
 host can be handed to the next kernel at once: every earlier kernel that used it is
 ahead of that kernel in the stream.
 
+The pool holds every device allocation it made (``Pool._owned``) until ``empty_cache()``
+hands it back, so an allocation is never garbage itself, only the ``_Block`` that lends
+it. That matters when a block dies in a reference cycle (a tensor in an autograd cycle):
+the cyclic collector runs weakref callbacks before ``__del__`` methods, and numba frees a
+device allocation from a weakref callback (``OwnedPointer``'s finalizer). Were the
+allocation reachable only through the dying block, the collector would free its memory
+first and ``_Block.__del__`` would then put the freed allocation back on the free list:
+the next tensor of that size would get dead memory (``ReferenceError: weakly-referenced
+object no longer exists``, or ``CUDA_ERROR_INVALID_VALUE`` in a copy), found on the first
+run on a real GPU; the simulator has no such finalizer.
+
 ``memory_allocated()`` counts the bytes of blocks in use (rounded sizes, like PyTorch's
 figure of the same name), ``memory_reserved()`` adds the cached free blocks, and
 ``empty_cache()`` hands the cached blocks back to the driver.
@@ -68,6 +79,7 @@ class Pool:
         self._cuda = cuda
         self._sim = sim
         self._free = {}
+        self._owned = {}          # id -> every device allocation made and not yet handed back
         self._lock = threading.Lock()
         self.allocated = 0
         self.reserved = 0
@@ -97,16 +109,18 @@ class Pool:
     def _driver_alloc(self, size):
         self.n_driver_allocs += 1
         try:
-            return self._cuda.device_array(size, np.uint8)
+            mem = self._cuda.device_array(size, np.uint8)
         except Exception as e:  # out of memory: give the cache back and try once more
             if not self.cached_bytes():
                 raise
             self.empty_cache()
             try:
-                return self._cuda.device_array(size, np.uint8)
+                mem = self._cuda.device_array(size, np.uint8)
             except Exception:
                 raise RuntimeError(f"CUDA out of memory: tried to allocate {size} bytes "
                                    f"({self.allocated} bytes in use by tensors)") from e
+        self._owned[id(mem)] = mem   # never garbage while lent (module docstring)
+        return mem
 
     def _release(self, mem, size):
         with self._lock:
@@ -119,6 +133,9 @@ class Pool:
     def empty_cache(self):
         with self._lock:
             freed = sum(k * len(v) for k, v in self._free.items())
+            for mems in self._free.values():
+                for mem in mems:
+                    self._owned.pop(id(mem), None)
             self._free.clear()
             self.reserved -= freed
 

@@ -20,6 +20,11 @@ from optest import randn  # noqa: E402
 
 SHAPES = [(3, 5), (2, 17), (2, 2 * ROW_TPB + 3), (1, 1), (4, ROW_TPB)]
 TOL = {np.float32: dict(rtol=1e-5, atol=1e-7), np.float64: dict(rtol=1e-12, atol=1e-15)}
+# The backward g - p * sum(g) (softmax: p * (g - sum(g * p))) cancels: its absolute error is
+# that of the row sum (the GPU sums a row as a block tree, the CPU in eight running sums), a few
+# float32 ulps of terms of size ~1, not of the small result. Seen on an H200: 5.8e-7 off at
+# -0.0184 (log_softmax, rows of 128); float64 keeps its tolerance.
+BWD_TOL = {np.float32: dict(rtol=1e-5, atol=4e-6), np.float64: TOL[np.float64]}
 TOL16 = dict(rtol=1e-3, atol=1e-6)
 NAMES = ["softmax", "log_softmax"]
 
@@ -65,7 +70,7 @@ def test_fwd_bwd_match_cpu(name, shape, dtype):
     gx = _run(C, name, "bwd_cpu", g, y)  # both backwards read the CPU forward's y
     gx_d = _run(G, name, "bwd_cuda", g, y)
     assert np.isfinite(gx_d).all()
-    np.testing.assert_allclose(gx_d, gx, **TOL[dtype])
+    np.testing.assert_allclose(gx_d, gx, **BWD_TOL[dtype])
 
 
 @pytest.mark.parametrize("shape", [(3, 5), (2, 2 * ROW_TPB + 3)], ids=str)
