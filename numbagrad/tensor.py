@@ -654,6 +654,9 @@ def _install_operators():
         for n in mod.METHODS:
             if not hasattr(T, n):
                 setattr(T, n, getattr(mod, n))
+        for n, fn in getattr(mod, "METHOD_FORMS", {}).items():
+            if not hasattr(T, n):
+                setattr(T, n, fn)
     T.swapdims = T.swapaxes
     T.moveaxis = T.movedim
     T.ndimension = lambda s: s.ndim

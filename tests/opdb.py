@@ -519,7 +519,7 @@ _ex = np.array([[0.5, np.nan, np.inf], [-np.inf, -1.5, 2.0]])
 add(Op("true_divide", ng.true_divide, np.divide, [x23, p23]))
 add(
     Op("erfinv", ng.erfinv, _sp.erfinv, [u34], tol=_PW, cuda="CPU only: SciPy's erfinv has no CUDA kernel here"),
-    Op("digamma", ng.digamma, _sp.digamma, [p23], grad=False),  # no gradient in numbagrad (torch: polygamma)
+    Op("digamma", ng.digamma, _sp.digamma, [p23]),  # its gradient is trigamma (ops/pointwise.py)
     Op("float_power", ng.float_power, np.power, [b34p, b4p], dtypes=(F64,), tol=_PW),  # float64 always, as torch
     Op("heaviside", ng.heaviside, np.heaviside, [np.round(x23), y23], grad=False),
     Op("signbit", ng.signbit, np.signbit, [x23], grad=False),

@@ -760,6 +760,16 @@ def _run(lib, call):
     return None
 
 
+# rows kept in files of their own, one per ops module: tests/bad_input_<family>.py, each an
+# ``add(row, dim_rows, f32, i64)`` that adds its rows with this file's helpers
+import bad_input_linalg  # noqa: E402
+import bad_input_scan  # noqa: E402
+import bad_input_special  # noqa: E402
+
+for _m in (bad_input_linalg, bad_input_scan, bad_input_special):
+    _m.add(row, _dim_rows, f32, i64)
+
+
 def _rid(r):
     return r[0]
 
@@ -787,15 +797,6 @@ def test_row(covers, call, exc, frag, torch_too, when):
 
 
 # ---- coverage of the table -------------------------------------------------------------------
-# rows kept in files of their own, one per ops module: tests/bad_input_<family>.py, each an
-# ``add(row, dim_rows, f32, i64)`` that adds its rows with this file's helpers
-import bad_input_linalg  # noqa: E402
-import bad_input_scan  # noqa: E402
-import bad_input_special  # noqa: E402
-
-for _m in (bad_input_linalg, bad_input_scan, bad_input_special):
-    _m.add(row, _dim_rows, f32, i64)
-
 _COVERED = {r[0] for r in ROWS}
 
 # Public names of numbagrad.nn.functional that take no tensor input (none today): listed here

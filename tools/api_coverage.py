@@ -32,7 +32,8 @@ OUT = os.path.join(ROOT, "docs", "api_coverage.md")
 NAMESPACES = [("torch", "numbagrad"), ("torch.Tensor", "numbagrad.Tensor"), ("torch.nn", "numbagrad.nn"),
               ("torch.nn.functional", "numbagrad.nn.functional"), ("torch.nn.init", "numbagrad.nn.init"),
               ("torch.optim", "numbagrad.optim"), ("torch.optim.lr_scheduler", "numbagrad.optim.lr_scheduler"),
-              ("torch.utils.data", "numbagrad.data"), ("torch.autograd", "numbagrad.autograd")]
+              ("torch.utils.data", "numbagrad.data"), ("torch.autograd", "numbagrad.autograd"),
+              ("torch.special", "numbagrad.special")]
 
 # (regex on the name, reason); the first match wins
 OUT_OF_SCOPE = [
@@ -43,7 +44,7 @@ OUT_OF_SCOPE = [
     (r"complex|conj|^real$|^imag$|angle|polar|view_as_real|chalf|cfloat|cdouble|is_neg|resolve_neg",
      "complex numbers: numbagrad's kernels are real-valued"),
     (r"^jit$|script|^trace|^fx$|compile|dynamo|^export$|onnx|inductor|^library$|^ops$|^classes$|overrides|"
-     r"^func$|vmap|functorch|^compiler$|^package$|^hub$|^testing$|^profiler$|^monitor$|^masked$|^nested$|^special$",
+     r"^func$|vmap|functorch|^compiler$|^package$|^hub$|^testing$|^profiler$|^monitor$|^masked$|^nested$",
      "compilers, FX/JIT, graph export and framework internals: numbagrad runs eagerly through Numba kernels"),
     (r"storage|data_ptr|untyped|is_shared|share_memory|pin_memory|is_pinned|record_stream|mkldnn|vulkan|"
      r"xpu|mps|hpu|ipu|mtia|privateuse|miopen|cudnn|native_|_foreach|ipc|^has_|^is_vulkan|^is_mkldnn|"
@@ -144,6 +145,8 @@ COMMON = {
         WeightedRandomSampler default_collate get_worker_info""",
     "torch.autograd": """grad backward Function no_grad enable_grad set_grad_enabled gradcheck
         detect_anomaly set_detect_anomaly""",
+    "torch.special": """expit logit erf erfc erfinv gammaln digamma xlogy log1p expm1 exp2 logsumexp softmax
+        log_softmax i0 sinc entr ndtr""",
 }
 
 

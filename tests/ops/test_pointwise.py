@@ -173,3 +173,24 @@ def test_digamma_matches_scipy():
     np.testing.assert_allclose(ng.digamma(ng.tensor(x)).numpy(), sp.psi(x), rtol=1e-12, atol=1e-12)
     y = np.array([-2.5, -0.3, 0.25, 3.0, 40.0])  # the reflection branch and the large-argument series
     np.testing.assert_allclose(ng.digamma(ng.tensor(y)).numpy(), sp.psi(y), rtol=1e-12, atol=1e-12)
+    poles = np.array([0.0, -0.0, -1.0, -4.0])
+    np.testing.assert_array_equal(ng.digamma(ng.tensor(poles)).numpy(), sp.psi(poles))
+
+
+def test_trigamma_matches_scipy():
+    """digamma's gradient: the ufunc-only trigamma series against SciPy's polygamma(1, x)."""
+    from numbagrad.ops.pointwise import _trigamma
+    x = np.concatenate([np.linspace(-20.3, 30.7, 400), np.logspace(-6, 8, 60), -np.logspace(-6, 3, 60) + 0.37])
+    x = x[np.abs(x - np.round(x)) > 1e-3]  # away from the poles
+    np.testing.assert_allclose(_trigamma(x), sp.polygamma(1, x), rtol=1e-12)
+    np.testing.assert_allclose(_trigamma(x.astype(np.float32)), sp.polygamma(1, x.astype(np.float32)), rtol=1e-5)
+    assert _trigamma(x.astype(np.float32)).dtype == np.float32
+    assert np.all(np.isinf(_trigamma(np.array([0.0, -1.0, -7.0]))))
+
+
+def test_digamma_gradient_is_trigamma():
+    x = np.array([0.3, 1.7, 12.5, -0.4, -2.3, -5.75])  # both branches: reflection below 1/2
+    check_op(ng.digamma, sp.psi, [x], torch_fn=T("digamma"), noncontig=False, dtypes=(np.float64,))
+    t = ng.tensor(x, requires_grad=True)
+    ng.digamma(t).sum().backward()
+    np.testing.assert_allclose(t.grad.numpy(), sp.polygamma(1, x), rtol=1e-12)
