@@ -653,8 +653,10 @@ NO_ROW = {
 # rows kept in files of their own, one per ops module (imported last: they use the helpers above)
 from opdb_linalg import ROWS as _ROWS_LINALG, NO_ROW as _NO_ROW_LINALG  # noqa: E402
 from opdb_scan import ROWS as _ROWS_SCAN, NO_ROW as _NO_ROW_SCAN  # noqa: E402
+from opdb_linalg_ops import ROWS as _ROWS_LINALG_OPS, NO_ROW as _NO_ROW_LINALG_OPS  # noqa: E402
 from opdb_special import ROWS as _ROWS_SPECIAL, NO_ROW as _NO_ROW_SPECIAL  # noqa: E402
 
-for _rows, _reasons in ((_ROWS_LINALG, _NO_ROW_LINALG), (_ROWS_SCAN, _NO_ROW_SCAN), (_ROWS_SPECIAL, _NO_ROW_SPECIAL)):
+for _rows, _reasons in ((_ROWS_LINALG, _NO_ROW_LINALG), (_ROWS_SCAN, _NO_ROW_SCAN), (_ROWS_SPECIAL, _NO_ROW_SPECIAL),
+                       (_ROWS_LINALG_OPS, _NO_ROW_LINALG_OPS)):
     add(*_rows)
     NO_ROW.update(_reasons)

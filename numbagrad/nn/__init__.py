@@ -23,6 +23,8 @@ from .loss import (CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, SmoothL1Loss, Hub
                    MultiLabelSoftMarginLoss, FocalLoss, CTCLoss, PairwiseDistance, CosineSimilarity,
                    TripletMarginLoss, TripletMarginWithDistanceLoss, CosineEmbeddingLoss, HingeEmbeddingLoss,
                    MarginRankingLoss, ContrastiveLoss)
+from .padding import *  # noqa: F401,F403
+from .extra import *  # noqa: F401,F403
 from . import init, functional, summary, utils  # noqa: F401
 from .parallel import DataParallel  # noqa: F401,E402  (constructing it raises: one GPU only)
 from . import parallel, modules  # noqa: F401,E402  (torch.nn.parallel; torch.nn.modules' import paths)

@@ -17,6 +17,8 @@ from ..ops.loss_pointwise import (smooth_l1_loss, huber_loss, poisson_nll_loss, 
                                   binary_cross_entropy, binary_cross_entropy_with_logits, kl_div,
                                   sigmoid_focal_loss, focal_loss, multi_margin_loss, multilabel_soft_margin_loss)
 from ..ops.ctc import ctc_loss  # noqa: F401
+from ..ops import nn_extra as _nn_extra  # noqa: E402
+from ..ops.nn_extra import *  # noqa: F401,F403
 from ..ops.loss_metric import (pairwise_distance, cosine_similarity, triplet_margin_loss,  # noqa: F401
                                triplet_margin_with_distance_loss, cosine_embedding_loss, hinge_embedding_loss,
                                margin_ranking_loss, contrastive_loss)
@@ -39,6 +41,7 @@ __all__ = ["linear", "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "relu",
            "lp_pool1d", "lp_pool2d", "max_pool1d", "max_pool2d", "normalize", "pad", "pixel_shuffle",
            "pixel_unshuffle", "prelu", "rms_norm", "rrelu", "rrelu_", "selu_", "softmin", "softshrink",
            "softsign", "tanhshrink", "threshold", "threshold_"]
+__all__ += list(_nn_extra.__all__)   # ops/nn_extra.py: fold, unfold and the less common layers' forms
 
 
 def __dir__():

@@ -37,3 +37,4 @@ from .pointwise import *  # noqa: F401,F403
 from .linalg_basic import *  # noqa: F401,F403
 from .special_fns import *  # noqa: F401,F403
 from .scan import *  # noqa: F401,F403
+from .linalg_ops import *  # noqa: F401,F403

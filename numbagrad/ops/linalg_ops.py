@@ -1,0 +1,5 @@
+"""Matrix functions through LAPACK (filled in by a session)."""
+__all__ = []
+
+METHODS = ()
+"""Names in ``__all__`` that are also ``Tensor`` methods; bound by ``tensor._install_operators``."""
