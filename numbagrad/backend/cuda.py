@@ -97,8 +97,11 @@ def _check_same_device(opname, *xs):
 
 
 def _flat(a):
-    """A contiguous 1-D numba device array of ``a`` (``a`` must be C-contiguous)."""
-    return a.reshape(-1).dev
+    """A contiguous 1-D numba device array whose first ``a.size`` elements are ``a``'s (``a``
+    must be C-contiguous; flat kernels take the count ``n`` and never read past it). An
+    array that starts its block gets the whole block's typed array, which the pool caches
+    per allocation (numba then types it once, not at every launch); others a view."""
+    return a.base_array if a._off == 0 else a.reshape(-1).dev
 
 
 def _collapse(shape, *strides_list):
