@@ -36,7 +36,8 @@ MODULES = {"linear": ["Linear"], "conv": ["Conv2d"], "rnn": ["LSTM"], "activatio
            "normalization": ["LayerNorm"], "batchnorm": ["BatchNorm2d"], "dropout": ["Dropout"],
            "pooling": ["MaxPool2d"], "sparse": ["Embedding"], "transformer": ["TransformerEncoderLayer"],
            "flatten": ["Flatten"], "instancenorm": ["InstanceNorm2d"], "distance": ["PairwiseDistance"],
-           "pixelshuffle": [], "upsampling": ["Upsample"]}
+           "pixelshuffle": [], "upsampling": ["Upsample"], "padding": ["ZeroPad2d", "ReflectionPad2d"],
+           "fold": ["Fold", "Unfold"], "channelshuffle": ["ChannelShuffle"]}
 
 
 @pytest.mark.parametrize("path", PATHS + [f"numbagrad.nn.modules.{m}" for m in MODULES])
