@@ -40,6 +40,7 @@ from .serialization import save, load  # noqa: E402,F401
 from . import io  # noqa: E402,F401  (checkpoints; above nn/optim/data, which never import it)
 from . import special  # noqa: E402,F401  (torch.special: the special functions under torch's names)
 from . import linalg  # noqa: E402,F401  (torch.linalg: norms, factorisations and solvers)
+from . import distributions  # noqa: E402,F401  (torch.distributions: probability distributions)
 from . import metrics  # noqa: E402,F401  (numbagrad.metrics: classification/regression metrics, evaluate)
 from . import train  # noqa: E402,F401  (numbagrad.train: Trainer, callbacks, History)
 from . import warmup  # noqa: E402,F401  (numbagrad.warmup(): compile the common kernels ahead, on every core)

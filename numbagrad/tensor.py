@@ -649,8 +649,8 @@ def _install_operators():
         if fn is not None and not hasattr(T, n):
             setattr(T, n, fn)
     T.lerp_ = pointwise._inplace("lerp", ops.lerp)
-    from .ops import linalg_basic, linalg_ops, scan, special_fns
-    for mod in (linalg_basic, linalg_ops, scan, special_fns):
+    from .ops import linalg_basic, linalg_ops, misc_ops, scan, special_fns
+    for mod in (linalg_basic, linalg_ops, misc_ops, scan, special_fns):
         for n in mod.METHODS:
             if not hasattr(T, n):
                 setattr(T, n, getattr(mod, n))

@@ -654,9 +654,10 @@ NO_ROW = {
 from opdb_linalg import ROWS as _ROWS_LINALG, NO_ROW as _NO_ROW_LINALG  # noqa: E402
 from opdb_scan import ROWS as _ROWS_SCAN, NO_ROW as _NO_ROW_SCAN  # noqa: E402
 from opdb_linalg_ops import ROWS as _ROWS_LINALG_OPS, NO_ROW as _NO_ROW_LINALG_OPS  # noqa: E402
+from opdb_misc import ROWS as _ROWS_MISC, NO_ROW as _NO_ROW_MISC  # noqa: E402
 from opdb_special import ROWS as _ROWS_SPECIAL, NO_ROW as _NO_ROW_SPECIAL  # noqa: E402
 
 for _rows, _reasons in ((_ROWS_LINALG, _NO_ROW_LINALG), (_ROWS_SCAN, _NO_ROW_SCAN), (_ROWS_SPECIAL, _NO_ROW_SPECIAL),
-                       (_ROWS_LINALG_OPS, _NO_ROW_LINALG_OPS)):
+                       (_ROWS_LINALG_OPS, _NO_ROW_LINALG_OPS), (_ROWS_MISC, _NO_ROW_MISC)):
     add(*_rows)
     NO_ROW.update(_reasons)

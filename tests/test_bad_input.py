@@ -764,11 +764,12 @@ def _run(lib, call):
 # ``add(row, dim_rows, f32, i64)`` that adds its rows with this file's helpers
 import bad_input_linalg  # noqa: E402
 import bad_input_linalg_ops  # noqa: E402
+import bad_input_misc  # noqa: E402
 import bad_input_nn_extra  # noqa: E402
 import bad_input_scan  # noqa: E402
 import bad_input_special  # noqa: E402
 
-for _m in (bad_input_linalg, bad_input_linalg_ops, bad_input_nn_extra, bad_input_scan, bad_input_special):
+for _m in (bad_input_linalg, bad_input_linalg_ops, bad_input_misc, bad_input_nn_extra, bad_input_scan, bad_input_special):
     _m.add(row, _dim_rows, f32, i64)
 
 

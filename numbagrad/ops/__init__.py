@@ -38,3 +38,4 @@ from .linalg_basic import *  # noqa: F401,F403
 from .special_fns import *  # noqa: F401,F403
 from .scan import *  # noqa: F401,F403
 from .linalg_ops import *  # noqa: F401,F403
+from .misc_ops import *  # noqa: F401,F403
