@@ -650,6 +650,17 @@ NO_ROW = {
 }
 
 
+
+def lib_row(id, f, ref, inputs, **kw):
+    """A row whose op is ``f(lib, *tensors)``: numbagrad's ``fn`` and PyTorch's parity op
+    (``torch_fn``, None without torch) are the same call on either library."""
+    try:
+        import torch
+    except ImportError:  # the parity check is skipped
+        torch = None
+    tfn = None if torch is None else (lambda *a: f(torch, *a))
+    return Op(id, lambda *a: f(ng, *a), ref, inputs, torch_fn=tfn, **kw)
+
 # rows kept in files of their own, one per ops module (imported last: they use the helpers above)
 from opdb_linalg import ROWS as _ROWS_LINALG, NO_ROW as _NO_ROW_LINALG  # noqa: E402
 from opdb_scan import ROWS as _ROWS_SCAN, NO_ROW as _NO_ROW_SCAN  # noqa: E402

@@ -1,27 +1,16 @@
 """Rows of the op table (``tests/opdb.py``) for ``numbagrad/ops/scan.py``;
 ``opdb.py`` appends ``ROWS`` to ``OPS`` and ``NO_ROW`` to its ``NO_ROW``.
 
-Each row's ``fn`` and ``torch_fn`` come from one function of the library (``_both``), so the
+Each row's ``fn`` and ``torch_fn`` come from one function of the library (``opdb.lib_row``), so the
 PyTorch parity check runs the same call; the references are float64 NumPy below."""
 import numpy as np
 
 import numbagrad as ng
-from opdb import Op, randn, I
-
-try:
-    import torch
-except ImportError:  # pragma: no cover
-    torch = None
+from opdb import Op, randn, I, lib_row
 
 
-def _both(f):
-    """``(fn, torch_fn)`` for a row from ``f(lib, *tensors)``."""
-    return (lambda *a: f(ng, *a)), (None if torch is None else (lambda *a: f(torch, *a)))
 
-
-def _row(id, f, ref, inputs, **kw):
-    fn, tfn = _both(f)
-    return Op(id, fn, ref, inputs, torch_fn=tfn, **kw)
+_row = lib_row
 
 
 # ---- float64 NumPy references ------------------------------------------------------------------

@@ -33,7 +33,8 @@ NAMESPACES = [("torch", "numbagrad"), ("torch.Tensor", "numbagrad.Tensor"), ("to
               ("torch.nn.functional", "numbagrad.nn.functional"), ("torch.nn.init", "numbagrad.nn.init"),
               ("torch.optim", "numbagrad.optim"), ("torch.optim.lr_scheduler", "numbagrad.optim.lr_scheduler"),
               ("torch.utils.data", "numbagrad.data"), ("torch.autograd", "numbagrad.autograd"),
-              ("torch.special", "numbagrad.special"), ("torch.linalg", "numbagrad.linalg")]
+              ("torch.special", "numbagrad.special"), ("torch.linalg", "numbagrad.linalg"),
+              ("torch.distributions", "numbagrad.distributions")]
 
 # (regex on the name, reason); the first match wins
 OUT_OF_SCOPE = [
@@ -145,6 +146,8 @@ COMMON = {
         WeightedRandomSampler default_collate get_worker_info""",
     "torch.autograd": """grad backward Function no_grad enable_grad set_grad_enabled gradcheck
         detect_anomaly set_detect_anomaly""",
+    "torch.distributions": """Distribution Normal Categorical Bernoulli Uniform Independent MultivariateNormal
+        kl_divergence OneHotCategorical Beta Gamma Exponential Laplace""",
     "torch.linalg": """norm vector_norm matrix_norm det slogdet inv solve cholesky qr svd svdvals eigh eigvalsh
         pinv matrix_rank lstsq matrix_power multi_dot cross""",
     "torch.special": """expit logit erf erfc erfinv gammaln digamma xlogy log1p expm1 exp2 logsumexp softmax

@@ -429,12 +429,18 @@ def where(condition, input=None, other=None):
 
 
 # ---- comparisons and logic (not differentiable) ---------------------------------------------
+def _bool_tensor(r):
+    """A bool Tensor of the backend result ``r``: NumPy's comparison ufuncs give a scalar
+    (``np.bool_``), not a 0-d array, for 0-d operands; a Tensor holds an array."""
+    return Tensor._from_array(np.asarray(r) if isinstance(r, np.generic) else r)
+
+
 def _cmp(name, method):
     def op(input, other):
         a, b = binary_operands(input, other, name)
         aa = a.array if isinstance(a, Tensor) else a
         bb = b.array if isinstance(b, Tensor) else b
-        return Tensor._from_array(getattr(be_of(aa, bb), method)(aa, bb))
+        return _bool_tensor(getattr(be_of(aa, bb), method)(aa, bb))
     op.__name__ = name
     op.__doc__ = f"Elementwise ``{name}`` (a bool tensor, never tracked)."
     return op
@@ -455,22 +461,22 @@ logical_xor = _cmp("logical_xor", "logical_xor")
 def logical_not(input):
     """Elementwise ``not input`` (nonzero is true), as a bool tensor."""
     input = as_tensor_arg(input, "logical_not")
-    return Tensor._from_array(backend_of(input.array).logical_not(input.array))
+    return _bool_tensor(backend_of(input.array).logical_not(input.array))
 
 
 def isnan(input):
     """A bool tensor, true where ``input`` is NaN."""
-    return Tensor._from_array(backend_of(input.array).isnan(input.array))
+    return _bool_tensor(backend_of(input.array).isnan(input.array))
 
 
 def isinf(input):
     """A bool tensor, true where ``input`` is plus or minus infinity."""
-    return Tensor._from_array(backend_of(input.array).isinf(input.array))
+    return _bool_tensor(backend_of(input.array).isinf(input.array))
 
 
 def isfinite(input):
     """A bool tensor, true where ``input`` is neither NaN nor infinite."""
-    return Tensor._from_array(backend_of(input.array).isfinite(input.array))
+    return _bool_tensor(backend_of(input.array).isfinite(input.array))
 
 
 def equal(input, other):

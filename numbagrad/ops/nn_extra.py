@@ -38,7 +38,7 @@ from .loss import _check_reduction
 from .loss_pointwise import LossShapeError, _broadcast_shape, _float_operands, _legacy
 
 __all__ = ["unfold", "fold", "local_response_norm", "soft_margin_loss", "multilabel_margin_loss",
-           "channel_shuffle"]
+           "channel_shuffle", "gumbel_softmax"]
 
 
 def _input(x, opname):
@@ -348,3 +348,47 @@ def channel_shuffle(input, groups):
                            f"{groups} groups.")
     x = _shape.reshape(input, (shp[0], int(groups), c // groups) + shp[2:])
     return _shape.reshape(_shape.contiguous(_shape.transpose(x, 1, 2)), shp)
+
+
+def gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1):
+    r"""Samples from the Gumbel-softmax (concrete) distribution, as
+    ``torch.nn.functional.gumbel_softmax``.
+
+    ``y = softmax((logits + g) / tau, dim)`` with ``g = -log(E)``, ``E ~ Exponential(1)``
+    drawn as ``-log(U)`` from numbagrad's generator (``numbagrad.rand``; ``manual_seed``
+    makes it reproducible).
+
+    Parameters
+    ----------
+    logits : Tensor
+        Unnormalised log-probabilities.
+    tau : float, default 1
+        Temperature (> 0; torch does not check it, nor does this).
+    hard : bool, default False
+        Return one-hot vectors (the argmax of ``y`` along ``dim``) whose gradient is the soft
+        sample's (straight-through: ``y_hard - y.detach() + y``).
+    eps : float
+        Deprecated and unused, as in torch.
+    dim : int, default -1
+
+    Returns
+    -------
+    Tensor of ``logits``' shape, differentiable in ``logits``.
+    """
+    from .. import creation
+    from .elementwise import add, div, log, neg, sub, clamp_min
+    from .softmax import softmax
+    from ._util import wrap_dim
+    if not isinstance(logits, Tensor):
+        raise TypeError(f"gumbel_softmax(): argument 'logits' must be Tensor, not {type(logits).__name__}")
+    dim = wrap_dim(dim, logits.ndim, "gumbel_softmax")
+    u = creation.rand(*logits.shape, dtype=logits.dtype if _dtype.is_float(logits.dtype) else None,
+                      device=logits.device)
+    u = clamp_min(u, float(np.finfo(np.float32).tiny))  # U = 0 would give E = inf
+    gumbels = neg(log(neg(log(u))))
+    y_soft = softmax(div(add(logits, gumbels), tau), dim)
+    if not hard:
+        return y_soft
+    index = _red.argmax(y_soft, dim, keepdim=True)
+    y_hard = _ix.scatter(creation.zeros_like(logits, dtype=y_soft.dtype), dim, index, value=1.0)
+    return add(sub(y_hard, y_soft.detach()), y_soft)

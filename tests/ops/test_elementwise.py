@@ -97,3 +97,16 @@ def test_integer_ops():
     assert (a // 2).tolist() == [3, -4, 2]
     assert (a % 3).tolist() == [1, 2, 2]
     assert ng.abs(a).tolist() == [7, 7, 5]
+
+
+def test_comparisons_of_0d_tensors_hold_arrays_and_combine_with_reductions():
+    """NumPy's comparison ufuncs return a scalar for 0-d operands; the Tensor must hold a
+    0-d array, or a later op sees two array types ("expected all tensors on the same device,
+    got cpu and cpu", found by the distributions' constraint checks)."""
+    a, b = ng.tensor(1.0), ng.tensor(float("nan"))
+    for t in (a < b, a == a, ng.logical_and(a < 2, a > 0), ng.logical_not(a < 2), ng.isnan(b), ng.isinf(a),
+              ng.isfinite(a), ~(a < 2)):
+        assert isinstance(t.array, np.ndarray) and t.shape == () and t.dtype == np.bool_
+    both = ng.all(ng.tensor([1.0, 2.0]) > 0, dim=-1) & (a < 2)
+    assert both.item() is True
+    assert (ng.tensor(0.5) < ng.tensor(1.0)).logical_and(ng.tensor(True)).item() is True
