@@ -141,7 +141,9 @@ def _kl_laplace_laplace(p, q):
 @register_kl(Independent, Independent)
 def _kl_independent_independent(p, q):
     if p.reinterpreted_batch_ndims != q.reinterpreted_batch_ndims:
-        raise NotImplementedError
+        raise NotImplementedError(f"kl_divergence(Independent, Independent): the two reinterpret different numbers "
+                                  f"of batch dims ({p.reinterpreted_batch_ndims} and "
+                                  f"{q.reinterpreted_batch_ndims}); PyTorch has no KL for that either")
     result = kl_divergence(p.base_dist, q.base_dist)
     return sum_rightmost(result, p.reinterpreted_batch_ndims)
 
