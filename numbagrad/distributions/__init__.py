@@ -28,5 +28,5 @@ from .normal import Normal
 from .uniform import Uniform
 
 __all__ = ["Distribution", "Normal", "Categorical", "OneHotCategorical", "Bernoulli",
-           "Uniform", "Exponential", "Laplace", "Independent", "MultivariateNormal", "Gamma", "Beta", "kl_divergence", "register_kl",
-           "constraints"]
+           "Uniform", "Exponential", "Laplace", "Independent", "MultivariateNormal", "Gamma", "Beta",
+           "kl_divergence", "register_kl", "constraints"]

@@ -32,7 +32,8 @@ class Constraint:
 
     def check(self, value):
         """A boolean Tensor: where ``value`` satisfies the constraint."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} does not implement check (a subclass of Constraint "
+                                  "defines it)")
 
     def __repr__(self):
         return self.__class__.__name__[1:] + "()"

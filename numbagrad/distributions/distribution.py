@@ -83,30 +83,35 @@ class Distribution:
         """The shape of a single sample (without batching)."""
         return self._event_shape
 
+    def _abstract(self, what):
+        """The error for a member ``what`` that this subclass does not define."""
+        return NotImplementedError(f"{type(self).__name__} does not implement {what} (a subclass of "
+                                   "Distribution defines it)")
+
     @property
     def arg_constraints(self):
         """A dict from parameter names to the constraints they must satisfy."""
-        raise NotImplementedError
+        raise self._abstract("arg_constraints")
 
     @property
     def support(self):
         """The constraint that the samples lie in."""
-        raise NotImplementedError
+        raise self._abstract("support")
 
     @property
     def mean(self):
         """The mean of the distribution."""
-        raise NotImplementedError
+        raise self._abstract("mean")
 
     @property
     def mode(self):
         """The mode of the distribution."""
-        raise NotImplementedError(f"{self.__class__} does not implement mode")
+        raise self._abstract("mode")
 
     @property
     def variance(self):
         """The variance of the distribution."""
-        raise NotImplementedError
+        raise self._abstract("variance")
 
     @property
     def stddev(self):
@@ -116,7 +121,7 @@ class Distribution:
     def expand(self, batch_shape, _instance=None):
         """A new distribution of the same kind whose parameters are expanded to
         ``batch_shape`` (views: no copies, gradients flow back)."""
-        raise NotImplementedError
+        raise self._abstract("expand")
 
     def _get_checked_instance(self, cls, _instance=None):
         if _instance is None and type(self).__init__ != cls.__init__:
@@ -133,7 +138,7 @@ class Distribution:
 
     def rsample(self, sample_shape=()):
         """A reparameterised sample: differentiable with respect to the parameters."""
-        raise NotImplementedError
+        raise self._abstract("rsample")
 
     def sample_n(self, n):
         """``n`` samples: ``sample((n,))``."""
@@ -141,23 +146,23 @@ class Distribution:
 
     def log_prob(self, value):
         """The log of the density (or mass) at ``value``."""
-        raise NotImplementedError
+        raise self._abstract("log_prob")
 
     def cdf(self, value):
         """The cumulative distribution function at ``value``."""
-        raise NotImplementedError
+        raise self._abstract("cdf")
 
     def icdf(self, value):
         """The inverse of the cumulative distribution function at ``value``."""
-        raise NotImplementedError
+        raise self._abstract("icdf")
 
     def enumerate_support(self, expand=True):
         """All the values of a discrete support, along a new leading dimension."""
-        raise NotImplementedError
+        raise self._abstract("enumerate_support")
 
     def entropy(self):
         """The entropy, of shape ``batch_shape``."""
-        raise NotImplementedError
+        raise self._abstract("entropy")
 
     def perplexity(self):
         """``exp(entropy)``."""

@@ -228,12 +228,7 @@ class Inv(Function):
     @staticmethod
     def forward(ctx, a, opname, check):
         with np.errstate(all="ignore"):
-            try:
-                out = np.linalg.inv(a)
-            except np.linalg.LinAlgError:
-                if check:
-                    raise _singular_error(opname, a) from None
-                out = _inv_each(a)
+            out = _lapack_batch(np.linalg.inv, a, check, lambda: _singular_error(opname, a))
         ctx.save_for_backward(out)
         return out
 
@@ -257,9 +252,16 @@ def _each_or_nan(fn, a):
     return out.reshape(a.shape)
 
 
-def _inv_each(a):
-    """The inverse of each matrix of ``a``, NaN for the singular ones."""
-    return _each_or_nan(np.linalg.inv, a)
+def _lapack_batch(fn, a, check, error):
+    """``fn`` (a NumPy LAPACK routine) on the batch ``a``. Where it refuses a matrix: raise
+    ``error()`` (a :class:`LinAlgError` naming the batch element) when ``check``, else give
+    that matrix NaN and the others their values (the ``_ex`` variants, which report ``info``)."""
+    try:
+        return fn(a)
+    except np.linalg.LinAlgError:
+        if check:
+            raise error() from None
+        return _each_or_nan(fn, a)
 
 
 class Solve(Function):
@@ -313,12 +315,7 @@ class Cholesky(Function):
 
     @staticmethod
     def forward(ctx, a, upper, opname, check):
-        try:
-            low = np.linalg.cholesky(a)
-        except np.linalg.LinAlgError:
-            if check:
-                raise _not_pd_error(opname, a) from None
-            low = _cholesky_each(a)
+        low = _lapack_batch(np.linalg.cholesky, a, check, lambda: _not_pd_error(opname, a))
         ctx.save_for_backward(low)
         ctx.upper = upper
         return np.ascontiguousarray(_mT(low)) if upper else low
@@ -332,11 +329,6 @@ class Cholesky(Function):
         s = _trsolve(_mT(low), p, lower=False)     # L^{-T} P
         s = _mT(_trsolve(_mT(low), _mT(s), lower=False))  # (L^{-T} P) L^{-1}
         return s.astype(g.dtype, copy=False), None, None, None
-
-
-def _cholesky_each(a):
-    """The Cholesky factor of each matrix of ``a``, NaN for those not positive-definite."""
-    return _each_or_nan(np.linalg.cholesky, a)
 
 
 def _cholesky_infos(a):

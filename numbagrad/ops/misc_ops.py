@@ -44,9 +44,9 @@ from ._util import as_tensor_arg, broadcast_shape, wrap_dim
 from . import elementwise as ew
 from . import reduce as red
 from . import shape as sh
-from .indexing import _index_arg, _src_arg, _check_gather_shapes, gather, scatter
+from .indexing import _index_arg, _src_arg, _check_gather_shapes, scatter
 from .matmul import matmul
-from .scan import _MedianAll, _host_array, _on
+from .scan import _MedianAll, _host_array, _median_like, _on
 
 __all__ = ["index_copy", "index_copy_", "index_fill", "index_fill_", "scatter_reduce", "scatter_reduce_", "isin",
            "fmax", "fmin", "isposinf", "isneginf", "isreal", "bincount", "histc", "column_stack", "dstack",
@@ -728,27 +728,16 @@ def nanmedian(input, dim=None, keepdim=False):
     """The lower median ignoring NaN, as ``torch.nanmedian``: of all elements (``dim=None``)
     or along ``dim`` (a ``(values, indices)`` namedtuple). A row of NaN only gives NaN.
     Gradients as :func:`~numbagrad.median`."""
-    op = "nanmedian"
-    input = as_tensor_arg(input, op)
-    if input.dtype == _dtype.bool_:
-        raise NotImplementedError(f"{op}: not implemented for dtype {input.dtype}")
-    if dim is None:
-        return _NanMedianAll.apply(input)
-    axis = wrap_dim(dim, input.ndim, op)
-    if input.ndim == 0:
-        return _NanMedian(sh.clone(input), _on(input, np.zeros((), np.int64)))
-    if input.shape[axis] == 0:
-        raise IndexError(f"median(): Expected reduction dim {axis} to have non-zero size (input of shape "
-                         f"{tuple(input.shape)})")
-    a = _host_array(input)
-    order = np.argsort(a, axis=axis, kind="stable")  # NaN sorts last
+    return _median_like("nanmedian", input, dim, keepdim, _NanMedianAll, _NanMedian, _nanmedian_index)
+
+
+def _nanmedian_index(a, axis):
+    """Host int64 index of the lower median of the non-NaN values of ``a`` along ``axis``
+    (position ``(n - 1) // 2`` of a stable sort, NaN sorting last; a NaN-only row: the
+    median's position), keeping ``axis`` with size 1."""
+    order = np.argsort(a, axis=axis, kind="stable")
     valid = (~np.isnan(a)).sum(axis=axis, keepdims=True) if a.dtype.kind == "f" else a.shape[axis]
     valid = np.asarray(valid)
-    k = np.where(valid > 0, (valid - 1) // 2, (a.shape[axis] - 1) // 2)  # a NaN-only row: torch's median position
+    k = np.where(valid > 0, (valid - 1) // 2, (a.shape[axis] - 1) // 2)
     k = np.broadcast_to(k, tuple(1 if d == axis else s for d, s in enumerate(a.shape)))
-    idx = np.take_along_axis(order, k, axis=axis).astype(np.int64)
-    idx = _on(input, np.ascontiguousarray(idx))
-    values = gather(input, axis, idx)
-    if not keepdim:
-        values, idx = sh.squeeze(values, axis), sh.squeeze(idx, axis)
-    return _NanMedian(values, idx)
+    return np.take_along_axis(order, k, axis=axis).astype(np.int64)

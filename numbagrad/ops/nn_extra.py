@@ -241,6 +241,18 @@ def _reduce(loss, reduction):
     return loss
 
 
+def _loss_operands(opname, input, target, size_average, reduce, reduction):
+    """The losses' prologue: ``(reduction, input, target)`` with the legacy
+    ``size_average``/``reduce`` folded into ``reduction``, ``target`` a Tensor, both on
+    one device."""
+    reduction = _legacy(size_average, reduce, reduction, opname)
+    input = _input(input, opname)
+    if not isinstance(target, Tensor):
+        target = Tensor(np.asarray(target))
+    same_device(opname, input, target)
+    return reduction, input, target
+
+
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """Two-class logistic loss (``torch.nn.functional.soft_margin_loss``):
     ``log(1 + exp(-y x))`` per element for targets ``y`` of +1 / -1 (``target`` broadcasts
@@ -254,11 +266,7 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
     0.6931
     """
     opname = "soft_margin_loss"
-    reduction = _legacy(size_average, reduce, reduction, opname)
-    input = _input(input, opname)
-    if not isinstance(target, Tensor):
-        target = Tensor(np.asarray(target))
-    same_device(opname, input, target)
+    reduction, input, target = _loss_operands(opname, input, target, size_average, reduce, reduction)
     _broadcast_shape(opname, input.shape, target.shape)
     (x, y), back = _float_operands(opname, input, target)
     loss = _reduce(_act.softplus(-(x * y)), reduction)
@@ -281,11 +289,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     0.85
     """
     opname = "multilabel_margin_loss"
-    reduction = _legacy(size_average, reduce, reduction, opname)
-    input = _input(input, opname)
-    if not isinstance(target, Tensor):
-        target = Tensor(np.asarray(target))
-    same_device(opname, input, target)
+    reduction, input, target = _loss_operands(opname, input, target, size_average, reduce, reduction)
     shp = tuple(input.shape)
     if input.ndim > 2 or (input.ndim >= 1 and shp[-1] == 0):
         raise LossShapeError(f"{opname}: Expected non-empty vector or matrix with optional 0-dim batch size, but "

@@ -806,20 +806,27 @@ def median(input, dim=None, keepdim=False):
     (among tied values, that of a stable sort, as torch's CPU); ``values`` is a differentiable
     gather, the gradient goes to ``indices``.
     """
-    op = "median"
+    return _median_like("median", input, dim, keepdim, _MedianAll, _Median, _median_index)
+
+
+def _median_like(op, input, dim, keepdim, whole, result, index_of):
+    """The body :func:`median` and ``nanmedian`` share: the Function ``whole`` over all
+    elements (``dim=None``), else ``result(values, indices)`` for the host indices
+    ``index_of(array, axis)`` (``axis`` kept with size 1), the values gathered (so the
+    gradient goes to the indices)."""
     input = as_tensor_arg(input, op)
     if input.dtype == _dtype.bool_:
         raise NotImplementedError(f"{op}: not implemented for dtype {input.dtype}")
     if dim is None:
-        return _MedianAll.apply(input)
+        return whole.apply(input)
     axis = wrap_dim(dim, input.ndim, op)
     if input.ndim == 0:
-        return _Median(clone(input), _on(input, np.zeros((), np.int64)))
+        return result(clone(input), _on(input, np.zeros((), np.int64)))
     if input.shape[axis] == 0:
         raise IndexError(f"median(): Expected reduction dim {axis} to have non-zero size (input of shape "
                          f"{tuple(input.shape)})")
-    idx = _index_like(op, _median_index(_host_array(input), axis), input)
+    idx = _index_like(op, np.ascontiguousarray(index_of(_host_array(input), axis)), input)
     values = gather(input, axis, idx)
     if not keepdim:
         values, idx = squeeze(values, axis), squeeze(idx, axis)
-    return _Median(values, idx)
+    return result(values, idx)
